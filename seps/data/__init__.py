@@ -1,0 +1,28 @@
+"""Data: the built-in synthetic dataset and the loader of the official layout.
+
+Public names are imported lazily so that ``python -m seps.data.synth`` runs cleanly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seps.data.layout import DataError, SplitData, load_split
+    from seps.data.synth import generate_synthetic
+
+__all__ = ["DataError", "SplitData", "generate_synthetic", "load_split"]
+
+_WHERE = {
+    "DataError": "seps.data.layout",
+    "SplitData": "seps.data.layout",
+    "load_split": "seps.data.layout",
+    "generate_synthetic": "seps.data.synth",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'seps.data' has no attribute {name!r}")

@@ -1,0 +1,178 @@
+"""Import and export of official weights (SPEC.md "Official checkpoints").
+
+Two naming schemes exist for the head's parameters:
+
+- the open-source repository (``preset="code"``): ``aggr_net.weight.{0,1,3}.*`` and
+  ``aggr_net.scale``;
+- the reference re-implementation of the paper (``preset="paper"``):
+  ``sparse_net_cap.score_predictor.{0,2}.*``, ``sparse_net_long.score_predictor.{0,2}.*``,
+  ``aggr_net.weight_sparse.{0,1,3}.*``, ``aggr_net.weight_dense.{0,1,3}.*``,
+  ``aggr_net.scale`` and ``hrpa.relevance_mlp.{0,2}.*``.
+
+Both are prefixes of one table, :data:`PREFIX_MAP`, so a state dict of either
+scheme (with or without the ``cross_net.`` prefix of a full model, and with or
+without DDP's ``module.``) maps onto :class:`seps.head.SEPSHead`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor
+
+from .config import get_config
+from .head import SEPSHead
+
+#: official prefix -> this project's parameter prefix.
+PREFIX_MAP: dict[str, str] = {
+    "aggr_net.weight.": "aggregation.nets.shared.",
+    "aggr_net.weight_sparse.": "aggregation.nets.sparse.",
+    "aggr_net.weight_dense.": "aggregation.nets.dense.",
+    "aggr_net.scale": "aggregation.scale",
+    "sparse_net_cap.": "selectors.sparse.",
+    "sparse_net_long.": "selectors.dense.",
+    "hrpa.": "hrpa.",
+}
+
+#: Parameters that are one number whatever shape a checkpoint stores them in
+#: (the official ``scale`` is ``(1, 1, 1)``).
+SCALAR_KEYS = ("aggregation.scale",)
+
+
+class CheckpointError(ValueError):
+    """A state dict or checkpoint does not fit the head; the message lists every problem."""
+
+
+def strip_prefixes(key: str) -> str:
+    """Drop DDP's ``module.`` and the full model's ``cross_net.`` prefixes."""
+    for prefix in ("module.", "cross_net."):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    return key
+
+
+def to_project_key(key: str) -> str | None:
+    """This project's name of an official key, or ``None`` if no rule maps it."""
+    key = strip_prefixes(key)
+    for src, dst in PREFIX_MAP.items():
+        if key.startswith(src):
+            return dst + key[len(src):]
+    return None
+
+
+def to_official_key(key: str) -> str | None:
+    """The official name of one of this project's parameter names."""
+    for src, dst in PREFIX_MAP.items():
+        if key.startswith(dst):
+            return src + key[len(dst):]
+    return None
+
+
+def export_state_dict(head: SEPSHead, prefix: str = "cross_net.") -> dict[str, Tensor]:
+    """The head's parameters under official names (``scale`` stored as ``(1, 1, 1)``).
+
+    Parameters with no official counterpart (the ``gumbel_per_patch`` keep bias)
+    are left out.
+    """
+    out: dict[str, Tensor] = {}
+    for key, value in head.state_dict().items():
+        name = to_official_key(key)
+        if name is None:
+            continue
+        if key in SCALAR_KEYS:
+            value = value.reshape(1, 1, 1)
+        out[prefix + name] = value.detach().clone()
+    return out
+
+
+def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, Tensor]:
+    """Rename ``state_dict`` for ``head``; raise :class:`CheckpointError` listing every
+    missing, unexpected or mis-shaped key."""
+    own = head.state_dict()
+    mapped: dict[str, Tensor] = {}
+    unexpected: list[str] = []
+    misshaped: list[str] = []
+    for key, value in state_dict.items():
+        name = to_project_key(key)
+        if name is None or name not in own:
+            unexpected.append(key)
+            continue
+        if not isinstance(value, Tensor):
+            misshaped.append(f"{key}: expected a tensor, got {type(value).__name__}")
+            continue
+        want = own[name].shape
+        if name in SCALAR_KEYS and value.numel() == 1:
+            value = value.reshape(want)
+        if value.shape != want:
+            misshaped.append(f"{key}: expected shape {tuple(want)}, got {tuple(value.shape)}")
+            continue
+        mapped[name] = value
+    # The per-patch keep bias has no official counterpart: keep its initial value.
+    optional = {k for k in own if k.endswith("keep_bias")}
+    missing = [
+        f"{to_official_key(k) or k} (-> {k})" for k in own if k not in mapped and k not in optional
+    ]
+    problems = []
+    if missing:
+        problems.append("missing keys: " + ", ".join(missing))
+    if unexpected:
+        problems.append("unexpected keys: " + ", ".join(unexpected))
+    if misshaped:
+        problems.append("mis-shaped keys: " + "; ".join(misshaped))
+    if problems:
+        raise CheckpointError(
+            "state dict does not fit the head "
+            f"(scoring={head.config.scoring}, dense_fusion={head.config.dense_fusion}, "
+            f"aggregation={head.config.aggregation}, hrpa={head.config.hrpa}): "
+            + " | ".join(problems)
+        )
+    for k in optional:
+        mapped[k] = own[k]
+    return mapped
+
+
+def load_crossnet(
+    state_dict: Mapping[str, Any],
+    *,
+    preset: str = "code",
+    embed_size: int,
+    num_patches: int,
+    sparse_ratio: float,
+    aggr_ratio: float,
+    **overrides: Any,
+) -> SEPSHead:
+    """Build the head of ``preset`` (plus ``overrides``) and load official weights into it.
+
+    ``state_dict`` uses the official open-source naming for ``preset="code"`` and the
+    reference re-implementation's naming for ``preset="paper"``, with or without
+    the ``cross_net.`` prefix. The returned head is in eval mode; its forward is
+    ``(img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens) -> sims``.
+    """
+    if not isinstance(state_dict, Mapping):
+        raise CheckpointError(
+            f"state_dict: expected a mapping of parameter names to tensors, "
+            f"got {type(state_dict).__name__}"
+        )
+    config = get_config(
+        preset,
+        embed_size=embed_size,
+        num_patches=num_patches,
+        sparse_ratio=sparse_ratio,
+        aggr_ratio=aggr_ratio,
+        **overrides,
+    )
+    head = SEPSHead(config)
+    head.load_state_dict(map_state_dict(state_dict, head))
+    return head.eval()
+
+
+__all__ = [
+    "PREFIX_MAP",
+    "CheckpointError",
+    "export_state_dict",
+    "load_crossnet",
+    "map_state_dict",
+    "to_official_key",
+    "to_project_key",
+]

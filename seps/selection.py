@@ -1,0 +1,256 @@
+"""Semantic patch scoring and selection (SPEC.md shared steps 2-5, rows 1 and 6).
+
+Shapes: ``B_v`` images, ``B_t`` texts, ``N`` spatial patches, ``C`` channels.
+
+The selection is represented by masks over all ``N`` patches instead of gathered
+token lists. Every downstream operation (the aggregation MLP, the softmax over the
+selected tokens, the patch-word maxima) is permutation-invariant over the
+selected set, so "the K selected tokens in descending score order" of SPEC.md
+and "all N tokens with the non-selected ones masked out" give the same numbers;
+the mask form also covers decisions whose keep count varies per pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import SEPSConfig, keep_count
+
+#: ``noise(shape, like) -> Tensor``: draws the decision noise; tests replace it.
+NoiseFn = Callable[[tuple[int, ...], Tensor], Tensor]
+
+
+def l2n(x: Tensor) -> Tensor:
+    """L2 normalisation over the last axis with eps 1e-12 (SPEC.md ``l2n``)."""
+    return F.normalize(x, dim=-1, eps=1e-12)
+
+
+def gumbel_noise(shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """Standard Gumbel noise ``-log(-log(U + 1e-9) + 1e-9)``, as the reference code draws it."""
+    u = torch.rand(shape, device=like.device, dtype=like.dtype)
+    return -torch.log(-torch.log(u + 1e-9) + 1e-9)
+
+
+def image_self_attention(x: Tensor) -> Tensor:
+    """``s_im[v, n] = < l2n(mean_n x[v]), l2n(x[v, n]) >`` (SPEC.md step 2).
+
+    x: ``(B_v, N, C)`` unnormalised spatial tokens -> ``(B_v, N)``.
+    """
+    return torch.einsum("vc,vnc->vn", l2n(x.mean(dim=1)), l2n(x))
+
+
+def text_global(words: Tensor, lens: Tensor) -> Tensor:
+    """``g_t = l2n(mean of the real words of text t)`` (SPEC.md step 3).
+
+    words: ``(B_t, L, C)`` unnormalised, lens: ``(B_t,)`` -> ``(B_t, C)``.
+    """
+    mask = length_mask(lens, words.shape[1]).to(words.dtype)
+    mean = (words * mask.unsqueeze(-1)).sum(1) / lens.clamp(min=1).to(words.dtype).unsqueeze(-1)
+    return l2n(mean)
+
+
+def text_guided_attention(xn: Tensor, words: Tensor, lens: Tensor) -> Tensor:
+    """``s[v, t, n] = < g_t, xn[v, n] >`` (SPEC.md step 3).
+
+    xn: ``(B_v, N, C)`` normalised patches; words ``(B_t, L, C)`` -> ``(B_v, B_t, N)``.
+    """
+    return torch.einsum("tc,vnc->vtn", text_global(words, lens), xn)
+
+
+def length_mask(lens: Tensor, max_len: int) -> Tensor:
+    """Boolean ``(B, max_len)`` mask, True for the first ``lens[b]`` positions."""
+    return torch.arange(max_len, device=lens.device).unsqueeze(0) < lens.to(
+        torch.long
+    ).unsqueeze(1)
+
+
+def weighted_softmax(logits: Tensor, weight: Tensor) -> Tensor:
+    """Softmax over the last axis restricted to the entries with ``weight`` 1.
+
+    ``w[n] = weight[n] exp(logits[n]) / sum_m weight[m] exp(logits[m])``. With a
+    0/1 ``weight`` this is the softmax over the selected entries; with a
+    straight-through weight it has the same value and passes the gradient to
+    the decision (DynamicViT's attention masking). Rows whose weights are all
+    zero give zeros, like a sum over an empty set.
+    """
+    # The shift is the max over every entry: selected entries cannot overflow and
+    # non-selected ones (weight 0) never turn into inf * 0.
+    shift = logits.detach().amax(dim=-1, keepdim=True)
+    e = torch.exp(logits - shift) * weight
+    denom = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(denom > 0, denom, torch.ones_like(denom))
+
+
+def minmax(s: Tensor) -> Tensor:
+    """Min-max normalisation over the last axis: ``(s - min) / (max - min + 1e-8)`` (row 1)."""
+    lo = s.amin(dim=-1, keepdim=True)
+    hi = s.amax(dim=-1, keepdim=True)
+    return (s - lo) / (hi - lo + 1e-8)
+
+
+@dataclass
+class Selection:
+    """The outcome of one selection branch for every (image, text) pair.
+
+    Attributes:
+        keep: ``(B_v, B_t, N)`` bool, the hard decision (True = kept).
+        decision: ``(B_v, B_t, N)`` float, the decision matrix D returned for the
+            ratio loss (equal to ``keep`` in value; carries the straight-through
+            gradient under the Gumbel decisions).
+        weight: ``(B_v, B_t, N)`` float multiplier of the kept tokens inside the
+            aggregation softmax (``keep`` as float, or D under ``gumbel_per_patch``).
+        extra: ``(B_v, B_t, C)`` the fusion token of the dropped patches (step 5).
+    """
+
+    keep: Tensor
+    decision: Tensor
+    weight: Tensor
+    extra: Tensor
+
+
+class PatchSelector(nn.Module):
+    """Scores the patches of every image for every text and selects them.
+
+    One selector exists per branch (``sparse``: guided by the sparse caption;
+    ``dense``: guided by the dense caption). Under ``scoring="paper"`` it owns the
+    score-aware prediction network of eq. (1), ``s_p = sigmoid(MLP(x))`` with
+    ``MLP = Linear(C, C/4) -> GELU -> Linear(C/4, 1)`` on unnormalised tokens.
+    Under ``decision="gumbel_per_patch"`` it owns one learnable keep bias.
+    """
+
+    def __init__(self, config: SEPSConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config.embed_size
+        self.score_predictor: nn.Module | None = None
+        if config.scoring == "paper":
+            self.score_predictor = nn.Sequential(
+                nn.Linear(c, c // 4), nn.GELU(), nn.Linear(c // 4, 1), nn.Sigmoid()
+            )
+        self.keep_bias: nn.Parameter | None = None
+        if config.decision == "gumbel_per_patch":
+            self.keep_bias = nn.Parameter(torch.zeros(()))
+        self.noise: NoiseFn = gumbel_noise
+
+    def predict(self, x: Tensor) -> Tensor | None:
+        """``s_p (B_v, N)`` of eq. (1), text-independent, so computed once per image."""
+        if self.score_predictor is None:
+            return None
+        return self.score_predictor(x).squeeze(-1)
+
+    def score(
+        self,
+        s_im: Tensor,
+        s_guide: Tensor,
+        s_other: Tensor | None,
+        s_p: Tensor | None,
+    ) -> Tensor:
+        """Patch scores ``(B_v, B_t, N)`` (SPEC.md row 1).
+
+        code:  ``s_im + s_guide`` (raw cosines).
+        paper: ``(1-2b) s_p + b (s_guide' + s_other' + 2 s_im')`` where ``'`` is the
+        min-max normalisation over the N patches of the pair. ``s_other`` is the
+        other caption's guidance (the dense one for the sparse branch and vice
+        versa, so both branches see the same symmetric attention term); it is
+        absent, and counts as 0 as in the reference code, when that caption does
+        not enter the head (``dense_fusion`` = ``none`` or ``dense_only``).
+        """
+        if self.config.scoring == "code":
+            return s_im.unsqueeze(1) + s_guide
+        assert s_p is not None
+        b = self.config.beta
+        attn = minmax(s_guide) + 2.0 * minmax(s_im).unsqueeze(1)
+        if s_other is not None:
+            attn = attn + minmax(s_other)
+        return (1.0 - 2.0 * b) * s_p.unsqueeze(1) + b * attn
+
+    def decide(self, score: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Hard keep mask, decision matrix D and aggregation weight (SPEC.md step 4, row 6).
+
+        topk:  keep the ``K = ceil(N rho)`` highest scores; D = hard mask, no gradient.
+        gumbel_topk: the same hard top-K of the noise-free score; in training
+            ``soft = softmax((score + g)/tau)`` and ``D = hard + soft - stopgrad(soft)``.
+            As in the reference re-implementation D is consumed only by the
+            ratio loss: tokens are taken by the hard indices.
+        gumbel_per_patch: DynamicViT-style keep/drop per patch. Keep logit
+            ``z = (score - q) / sd + keep_bias`` against a drop logit of 0, where
+            ``q`` is the (1 - rho) quantile and ``sd`` the standard deviation of the
+            pair's N scores (both without gradient, so that the decision is
+            scale-free and starts near rho); training samples the two-class
+            Gumbel-softmax (hard = ``z + g1 - g2 > 0``, soft =
+            ``sigmoid((z + g1 - g2)/tau)``, ``D = hard + soft - stopgrad(soft)``);
+            evaluation keeps ``z > 0``. A pair that would keep nothing keeps its
+            best patch. D also weights the tokens in the aggregation and the
+            extra token, so the alignment loss reaches the decision too.
+        """
+        cfg = self.config
+        n = score.shape[-1]
+        if cfg.decision in ("topk", "gumbel_topk"):
+            k = keep_count(n, cfg.sparse_ratio)
+            idx = score.topk(k, dim=-1).indices
+            hard = torch.zeros_like(score).scatter_(-1, idx, 1.0)
+            decision = hard
+            if cfg.decision == "gumbel_topk" and self.training:
+                soft = F.softmax((score + self.noise(tuple(score.shape), score)) / cfg.gumbel_tau, -1)
+                decision = hard + (soft - soft.detach())
+            return hard.bool(), decision, hard
+        # gumbel_per_patch
+        assert self.keep_bias is not None
+        with torch.no_grad():
+            q = torch.quantile(score, 1.0 - cfg.sparse_ratio, dim=-1, keepdim=True)
+            sd = score.std(dim=-1, keepdim=True).clamp(min=1e-6) if n > 1 else torch.ones_like(q)
+        z = (score - q) / sd + self.keep_bias
+        if self.training:
+            shape = tuple(score.shape)
+            logit = z + self.noise(shape, score) - self.noise(shape, score)
+            soft = torch.sigmoid(logit / cfg.gumbel_tau)
+        else:
+            logit = z
+            soft = None
+        hard = logit > 0
+        # Never let a pair keep nothing: force its best-scoring patch.
+        empty = ~hard.any(dim=-1, keepdim=True)
+        best = F.one_hot(score.argmax(dim=-1), n).bool()
+        hard = hard | (empty & best)
+        hard_f = hard.to(score.dtype)
+        decision = hard_f if soft is None else hard_f + (soft - soft.detach())
+        return hard, decision, decision
+
+    def forward(
+        self,
+        x: Tensor,
+        s_im: Tensor,
+        s_guide: Tensor,
+        s_other: Tensor | None,
+        s_p: Tensor | None,
+    ) -> Selection:
+        """Select patches of ``x (B_v, N, C)`` for every text (steps 4-5).
+
+        The extra token is ``sum over dropped n of softmax(score_dropped)[n] x[n]``
+        (softmax over the dropped patches only; a zero vector when nothing is
+        dropped, as the official code's sum over an empty set).
+        """
+        score = self.score(s_im, s_guide, s_other, s_p)
+        keep, decision, weight = self.decide(score)
+        w = weighted_softmax(score, 1.0 - weight)
+        extra = torch.einsum("vtn,vnc->vtc", w, x)
+        return Selection(keep=keep, decision=decision, weight=weight, extra=extra)
+
+
+__all__ = [
+    "PatchSelector",
+    "Selection",
+    "gumbel_noise",
+    "image_self_attention",
+    "l2n",
+    "length_mask",
+    "minmax",
+    "text_global",
+    "text_guided_attention",
+    "weighted_softmax",
+]
