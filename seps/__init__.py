@@ -1,4 +1,4 @@
-"""seps-bench: SEPS (Semantic-Enhanced Patch Slimming) with every paper-vs-code difference as a switch.
+"""seps-bench: SEPS (Semantic-Enhanced Patch Slimming), every paper-vs-code difference a switch.
 
 Entry points:
 

@@ -49,21 +49,28 @@ def presets_table(names: Sequence[str] | None = None, fmt: str = "github") -> st
 
 def _add_presets_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "names", nargs="*", metavar="PRESET",
+        "names",
+        nargs="*",
+        metavar="PRESET",
         help=f"presets to show (default: all of {', '.join(PRESETS)})",
     )
     p.add_argument(
-        "--format", default="github",
+        "--format",
+        default="github",
         help="table format understood by tabulate, e.g. github, plain, simple (default: github)",
     )
     p.add_argument(
-        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
         help="show the first preset with this override applied (repeatable); validates it",
     )
 
 
-@command("presets", "print each preset's switches as a table (fields marked * differ)",
-         _add_presets_args)
+@command(
+    "presets", "print each preset's switches as a table (fields marked * differ)", _add_presets_args
+)
 def _run_presets(args: argparse.Namespace) -> int:
     if args.set:
         base = args.names[0] if args.names else "code"

@@ -127,8 +127,14 @@ def keep_count(n: int, ratio: float) -> int:
 
 _INT_FIELDS = ("embed_size", "num_patches", "top_k")
 _FLOAT_FIELDS = (
-    "sparse_ratio", "aggr_ratio", "beta", "gumbel_tau", "margin",
-    "ratio_weight", "lambda_sparse", "lambda_dense",
+    "sparse_ratio",
+    "aggr_ratio",
+    "beta",
+    "gumbel_tau",
+    "margin",
+    "ratio_weight",
+    "lambda_sparse",
+    "lambda_dense",
 )
 
 
@@ -151,7 +157,11 @@ def validate(cfg: SEPSConfig) -> None:
             raise ValueError(f"config field {name!r}: invalid value {value!r}; expected an integer")
     for name in _FLOAT_FIELDS:
         value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise ValueError(f"config field {name!r}: invalid value {value!r}; expected a number")
     if not 0.0 < cfg.sparse_ratio <= 1.0:
         raise ValueError(

@@ -71,7 +71,9 @@ class SEPSHead(nn.Module):
             raise ValueError(f"text_chunk_size: invalid value {text_chunk_size!r}; allowed: >= 1")
         self.text_chunk_size = text_chunk_size
         self.memory_budget_mb = memory_budget_mb
-        self.selectors = nn.ModuleDict({b: PatchSelector(self.config) for b in self.config.branches})
+        self.selectors = nn.ModuleDict(
+            {b: PatchSelector(self.config) for b in self.config.branches}
+        )
         self.aggregation: TokenAggregation | None = (
             None if self.config.aggregation == "none" else TokenAggregation(self.config)
         )
@@ -88,7 +90,9 @@ class SEPSHead(nn.Module):
     ) -> None:
         c = self.config.embed_size
         if img_embs.dim() != 3 or img_embs.shape[-1] != c:
-            raise ValueError(f"img_embs: expected shape (B_v, L_v, {c}), got {tuple(img_embs.shape)}")
+            raise ValueError(
+                f"img_embs: expected shape (B_v, L_v, {c}), got {tuple(img_embs.shape)}"
+            )
         if img_embs.shape[1] < 2:
             raise ValueError(f"img_embs: expected at least 2 tokens, got {img_embs.shape[1]}")
         for name, embs, lens in (

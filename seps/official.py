@@ -48,7 +48,7 @@ def strip_prefixes(key: str) -> str:
     """Drop DDP's ``module.`` and the full model's ``cross_net.`` prefixes."""
     for prefix in ("module.", "cross_net."):
         if key.startswith(prefix):
-            key = key[len(prefix):]
+            key = key[len(prefix) :]
     return key
 
 
@@ -57,7 +57,7 @@ def to_project_key(key: str) -> str | None:
     key = strip_prefixes(key)
     for src, dst in PREFIX_MAP.items():
         if key.startswith(src):
-            return dst + key[len(src):]
+            return dst + key[len(src) :]
     return None
 
 
@@ -65,7 +65,7 @@ def to_official_key(key: str) -> str | None:
     """The official name of one of this project's parameter names."""
     for src, dst in PREFIX_MAP.items():
         if key.startswith(dst):
-            return src + key[len(dst):]
+            return src + key[len(dst) :]
     return None
 
 

@@ -64,9 +64,7 @@ def text_guided_attention(xn: Tensor, words: Tensor, lens: Tensor) -> Tensor:
 
 def length_mask(lens: Tensor, max_len: int) -> Tensor:
     """Boolean ``(B, max_len)`` mask, True for the first ``lens[b]`` positions."""
-    return torch.arange(max_len, device=lens.device).unsqueeze(0) < lens.to(
-        torch.long
-    ).unsqueeze(1)
+    return torch.arange(max_len, device=lens.device).unsqueeze(0) < lens.to(torch.long).unsqueeze(1)
 
 
 def weighted_softmax(logits: Tensor, weight: Tensor) -> Tensor:
@@ -196,7 +194,9 @@ class PatchSelector(nn.Module):
             hard = torch.zeros_like(score).scatter_(-1, idx, 1.0)
             decision = hard
             if cfg.decision == "gumbel_topk" and self.training:
-                soft = F.softmax((score + self.noise(tuple(score.shape), score)) / cfg.gumbel_tau, -1)
+                soft = F.softmax(
+                    (score + self.noise(tuple(score.shape), score)) / cfg.gumbel_tau, -1
+                )
                 decision = hard + (soft - soft.detach())
             return hard.bool(), decision, hard
         # gumbel_per_patch

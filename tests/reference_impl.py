@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -148,7 +147,7 @@ def reference_sims(head, img, cap, cap_lens, long_cap=None, long_lens=None, nois
                 parts = ([cls[None]] if cls is not None else []) + [body, extra[None]]
                 return l2n(torch.cat(parts))
 
-            def body(b):
+            def body(b, out=out):
                 vb = out[b][0]
                 return vb if cfg.aggregation == "none" else aggregate(head, b, vb)
 

@@ -15,9 +15,7 @@ from seps.config import CHOICES
 from seps.losses import ratio_loss
 
 C, N, B_V, B_T = 16, 9, 2, 3
-SIM_KEYS = (
-    "scoring", "dense_fusion", "aggregation", "hrpa", "similarity_activation", "decision"
-)
+SIM_KEYS = ("scoring", "dense_fusion", "aggregation", "hrpa", "similarity_activation", "decision")
 COMBOS = list(itertools.product(*(CHOICES[k] for k in SIM_KEYS), (True, False)))
 
 
@@ -33,9 +31,7 @@ def make_inputs(seed: int, cls: bool, b_v: int = B_V, b_t: int = B_T, n: int = N
 
 def make_head(seed: int = 0, **overrides) -> SEPSHead:
     torch.manual_seed(seed)
-    base = dict(
-        embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5, top_k=3
-    )
+    base = dict(embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5, top_k=3)
     base.update(overrides)
     head = SEPSHead(get_config("code", **base))
     # Non-trivial values for the learnable scalars so that they are exercised.
@@ -123,16 +119,22 @@ def test_padding_beyond_length_is_ignored():
         base = head(img, cap, lens, long_cap, long_lens)
         cap2, long2 = cap.clone(), long_cap.clone()
         for t in range(B_T):
-            cap2[t, int(lens[t]):] = 1e3
-            long2[t, int(long_lens[t]):] = -1e3
+            cap2[t, int(lens[t]) :] = 1e3
+            long2[t, int(long_lens[t]) :] = -1e3
         torch.testing.assert_close(head(img, cap2, lens, long2, long_lens), base)
 
 
 def _grad_of_images(preset: str, detach: bool, cls: bool = True) -> torch.Tensor:
     torch.manual_seed(0)
     head = SEPSHead(
-        get_config(preset, embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5,
-                   detach_selection=detach)
+        get_config(
+            preset,
+            embed_size=C,
+            num_patches=N,
+            sparse_ratio=0.5,
+            aggr_ratio=0.5,
+            detach_selection=detach,
+        )
     ).train()
     img, cap, lens, long_cap, long_lens = make_inputs(2, cls)
     img.requires_grad_(True)
@@ -166,8 +168,14 @@ def test_ratio_loss_is_constant_with_zero_gradient_under_topk(form, decision):
     rho = 0.5
     values = []
     for seed in range(3):
-        head = make_head(seed, scoring="paper", decision=decision, detach_selection=False,
-                         dense_fusion="fused", aggregation="dual").train()
+        head = make_head(
+            seed,
+            scoring="paper",
+            decision=decision,
+            detach_selection=False,
+            dense_fusion="fused",
+            aggregation="dual",
+        ).train()
         img, cap, lens, long_cap, long_lens = make_inputs(seed, True)
         img.requires_grad_(True)
         _, masks = head(img, cap, lens, long_cap, long_lens)

@@ -17,6 +17,7 @@ from seps.data.synth import (
     BACKGROUND_KINDS,
     COLOURS,
     SHAPES,
+    Obj,
     Scene,
     dense_caption,
     generate_synthetic,
@@ -273,3 +274,58 @@ def test_generation_speed(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     generate_synthetic(tmp_path / "s", n_images=500, seed=2)
     assert time.perf_counter() - t0 < 6.0
+
+
+def test_hallucination_count_is_rounded(tmp_path: Path) -> None:
+    out = generate_synthetic(tmp_path / "s", n_images=30, seed=4, hallucination=0.3)
+    counts = [len(json.loads((out / f"hallucinated_{s}.json").read_text())) for s in SPLITS]
+    assert counts == [round(0.3 * 24), 1, 1]  # 0.9 rounds to 1, not down to 0
+
+
+def test_relations_in_dense_caption() -> None:
+    """Hand-made scene: relations follow the grid (rows top to bottom, columns left to right)."""
+    objs = (
+        Obj("star", "red", "large", 0),  # top left
+        Obj("ring", "blue", "small", 5),  # right
+        Obj("square", "green", "small", 8),  # bottom right
+    )
+    scene = Scene(objs, "dotted", "gray", "", ((0.0, 0.0),) * 3)
+    text = dense_caption(scene, np.random.default_rng(0))
+    assert "The blue ring is below and to the right of the red star." in text
+    assert "The green square is below the blue ring." in text
+    assert "In the top left corner" in text or "in the top left corner" in text
+    assert "gray dotted background" in text
+    caps = sparse_captions(scene, np.random.default_rng(0), k=200)
+    rel_re = re.compile(
+        r"^An? (?:\w+ )*?(star|ring|square) "
+        r"(above|below|to the left of|to the right of|above and to the left of|"
+        r"above and to the right of|below and to the left of|below and to the right of) "
+        r"an? (?:\w+ )*?(star|ring|square) \.$"
+    )
+    truth = {
+        ("star", "ring"): "above and to the left of",
+        ("ring", "star"): "below and to the right of",
+        ("star", "square"): "above and to the left of",
+        ("square", "star"): "below and to the right of",
+        ("ring", "square"): "above",
+        ("square", "ring"): "below",
+    }
+    seen = 0
+    for cap in caps:
+        m = rel_re.match(cap)
+        if m:
+            seen += 1
+            assert truth[(m.group(1), m.group(3))] == m.group(2), cap
+    assert seen >= 5
+
+
+def test_identical_objects_relation() -> None:
+    objs = (Obj("ring", "green", "small", 1), Obj("ring", "green", "small", 4))
+    scene = Scene(objs, "noisy", "navy", "", ((0.0, 0.0),) * 2)
+    assert "One green ring is below the other one." in dense_caption(
+        scene, np.random.default_rng(0)
+    )
+    objs = (Obj("ring", "green", "large", 1), Obj("ring", "green", "small", 4))
+    scene = Scene(objs, "noisy", "navy", "", ((0.0, 0.0),) * 2)
+    text = dense_caption(scene, np.random.default_rng(0))
+    assert "The small green ring is below the large green ring." in text
