@@ -28,3 +28,19 @@ def test_console_script_help():
         [sys.executable, "-m", "seps.cli", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "presets" in out
+
+
+def test_data_synth_writes_official_layout(tmp_path, capsys):
+    out = tmp_path / "synth"
+    assert main(["data", "synth", "--out", str(out), "--images", "30", "--seed", "3"]) == 0
+    for split in ("train", "dev", "test"):
+        caps = (out / f"{split}_caps.txt").read_text().splitlines()
+        assert caps and len(caps) % 5 == 0
+        assert (out / f"synth_{split}.jsonl").exists()
+    assert (out / "id_mapping.json").exists()
+    assert "wrote 30 images" in capsys.readouterr().out
+
+
+def test_data_synth_bad_splits(tmp_path, capsys):
+    assert main(["data", "synth", "--out", str(tmp_path), "--splits", "a,b"]) == 2
+    assert "--splits" in capsys.readouterr().err
