@@ -1,6 +1,6 @@
 """Data: the built-in synthetic dataset and the loader of the official layout.
 
-Public names are imported lazily so that ``python -m seps.data.synth`` runs cleanly.
+Public names are imported lazily so that the generator does not pay for importing torch.
 """
 
 from __future__ import annotations

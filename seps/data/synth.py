@@ -111,7 +111,6 @@ Generation of the 5,000 images takes 6-9 s in one process on this 2-core machine
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -738,27 +737,3 @@ def generate_synthetic(
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
-
-
-def _main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Generate the synthetic SEPS image-text dataset.")
-    p.add_argument("out_dir")
-    p.add_argument("--n-images", type=int, default=5000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--hallucination", type=float, default=0.0)
-    p.add_argument("--name", default="synth")
-    a = p.parse_args(argv)
-    out = generate_synthetic(
-        a.out_dir,
-        n_images=a.n_images,
-        seed=a.seed,
-        image_size=a.image_size,
-        hallucination=a.hallucination,
-        name=a.name,
-    )
-    print(json.dumps(json.loads((out / "meta.json").read_text())["splits"], indent=2))
-
-
-if __name__ == "__main__":
-    _main()
