@@ -1,0 +1,175 @@
+"""Tests of caption tokenisation (seps.text): offline training, loading, encoding, augmentation."""
+
+from __future__ import annotations
+
+import inspect
+import random
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+import torch
+from transformers import BertTokenizerFast, PreTrainedTokenizerFast
+
+from seps.text import (
+    SPECIAL_TOKENS,
+    augment_caption_ids,
+    encode_captions,
+    load_tokenizer,
+)
+
+CAPTIONS = [
+    "A dog runs across the green grass.",
+    "Two cats are sleeping on a red sofa.",
+    "A man rides a bicycle down the street.",
+    "Children play football in the park near a lake.",
+    "A woman in a blue dress holds an umbrella.",
+    "The red car is parked next to the old building.",
+    "A brown dog catches a frisbee in the park.",
+    "Two men are playing guitars on the street.",
+] * 3
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    # huggingface_hub reads the variable once at import; make late setting effective too.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
+
+
+@pytest.fixture(scope="module")
+def tok() -> PreTrainedTokenizerFast:
+    return load_tokenizer(None, captions=CAPTIONS, vocab_size=300)
+
+
+def test_trained_tokenizer_special_tokens_and_round_trip(tok) -> None:
+    vocab = tok.get_vocab()
+    assert [vocab[t] for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert tok.pad_token_id == 0 and tok.mask_token_id == 4
+    assert len(tok) <= 300
+    ids = tok("A dog runs in the park.")["input_ids"]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    assert tok.unk_token_id not in ids
+    assert tok.decode(ids, skip_special_tokens=True) == "a dog runs in the park."
+    # Lower-casing normaliser: case does not change the ids.
+    assert tok("A DOG RUNS")["input_ids"] == tok("a dog runs")["input_ids"]
+    # Unseen words still split into pieces of the vocabulary (characters are all seen).
+    pieces = tok.tokenize("grassy")
+    assert len(pieces) >= 2 and pieces[1].startswith("##")
+
+
+def test_cache_dir_reuses_trained_tokenizer(tmp_path: Path) -> None:
+    first = load_tokenizer(None, captions=CAPTIONS, vocab_size=200, cache_dir=tmp_path)
+    saved = list(tmp_path.glob("wordpiece-200-*/tokenizer.json"))
+    assert len(saved) == 1
+    stamp = saved[0].stat().st_mtime_ns
+    second = load_tokenizer(None, captions=CAPTIONS, vocab_size=200, cache_dir=tmp_path)
+    assert saved[0].stat().st_mtime_ns == stamp  # reused, not retrained
+    assert second.get_vocab() == first.get_vocab()
+    assert second.mask_token_id == first.mask_token_id
+    # Other captions: another cache entry.
+    load_tokenizer(None, captions=CAPTIONS[:3], vocab_size=200, cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("wordpiece-200-*/tokenizer.json"))) == 2
+
+
+def test_load_local_bert_folder(tok, tmp_path: Path) -> None:
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("".join(f"{t}\n" for t, _ in vocab), encoding="utf-8")
+    folder = tmp_path / "bert"
+    if "vocab" in inspect.signature(BertTokenizerFast.__init__).parameters:  # transformers 5
+        bert = BertTokenizerFast(vocab=dict(vocab), do_lower_case=True)
+    else:  # transformers 4
+        bert = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
+    bert.save_pretrained(folder)
+
+    loaded = load_tokenizer(str(folder))
+    assert loaded.is_fast
+    assert loaded.get_vocab() == tok.get_vocab()
+    text = ["Two brown dogs play football near the old lake."]
+    assert torch.equal(encode_captions(loaded, text, 64)[0], encode_captions(tok, text, 64)[0])
+    # A folder holding only vocab.txt (as in official checkpoint folders) works too.
+    bare = load_tokenizer(tmp_path)
+    assert bare.get_vocab() == tok.get_vocab()
+
+
+def test_load_errors_and_offline_fallback(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="name_or_path is None and captions is None"):
+        load_tokenizer(None)
+    with pytest.raises(ValueError, match="name_or_path='no-such/tokenizer-xyz'"):
+        load_tokenizer("no-such/tokenizer-xyz")
+    with pytest.warns(UserWarning, match="training a WordPiece tokenizer"):
+        fallback = load_tokenizer("no-such/tokenizer-xyz", captions=CAPTIONS, vocab_size=150)
+    assert fallback.mask_token_id == 4 and len(fallback) <= 150
+
+
+def test_encode_captions_padding_and_lens(tok) -> None:
+    texts = ["a dog", "two cats are sleeping on a red sofa", "a man"]
+    ids, lens = encode_captions(tok, texts, max_len=64)
+    assert ids.dtype == torch.long and lens.dtype == torch.long
+    pieces = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert lens.tolist() == [len(p) + 2 for p in pieces]
+    assert ids.shape == (3, max(len(p) for p in pieces) + 2)
+    for row, n, p in zip(ids.tolist(), lens.tolist(), pieces, strict=True):
+        assert row[:n] == [tok.cls_token_id, *p, tok.sep_token_id]
+        assert row[n:] == [tok.pad_token_id] * (ids.shape[1] - n)
+
+    # Truncation keeps [CLS] and [SEP] and never exceeds max_len.
+    ids, lens = encode_captions(tok, texts, max_len=5)
+    assert ids.shape == (3, 5)
+    assert lens.tolist() == [min(len(p) + 2, 5) for p in pieces]
+    assert ids[1].tolist() == [tok.cls_token_id, *pieces[1][:3], tok.sep_token_id]
+
+    with pytest.raises(ValueError, match="max_len"):
+        encode_captions(tok, texts, max_len=1)
+    with pytest.raises(TypeError):
+        encode_captions(tok, "a dog", max_len=8)
+
+
+def test_augmentation_proportions_and_determinism(tok) -> None:
+    word = tok.convert_tokens_to_ids("dog")
+    n = 20000
+    ids = [tok.cls_token_id, *([word] * n), tok.sep_token_id]
+    out = augment_caption_ids(ids, tok, random.Random(0), p=0.2)
+    assert out[0] == tok.cls_token_id and out[-1] == tok.sep_token_id
+    body = out[1:-1]
+    deleted = n - len(body)
+    masked = sum(t == tok.mask_token_id for t in body)
+    replaced = sum(t not in (word, tok.mask_token_id) for t in body)
+    # Expected 8% deleted, 10% masked, 2% random (a random draw may hit "dog" or [MASK]:
+    # probability 2/len(tok), negligible); bounds are about 6 standard deviations.
+    assert abs(deleted / n - 0.08) < 0.012
+    assert abs(masked / n - 0.10) < 0.013
+    assert abs(replaced / n - 0.02) < 0.006
+    assert all(0 <= t < len(tok) for t in body)
+
+    # Deterministic for a seeded rng, different for another seed.
+    assert augment_caption_ids(ids, tok, random.Random(0), p=0.2) == out
+    assert augment_caption_ids(ids, tok, random.Random(1), p=0.2) != out
+    # p = 0 changes nothing; p = 1 leaves no word piece unaltered except by chance.
+    assert augment_caption_ids(ids, tok, random.Random(0), p=0.0) == ids
+    full = augment_caption_ids([*ids[:201], tok.sep_token_id], tok, random.Random(0), p=1.0)
+    assert full[0] == tok.cls_token_id and full[-1] == tok.sep_token_id
+    assert sum(t == word for t in full[1:-1]) <= 3
+    with pytest.raises(ValueError, match="probability"):
+        augment_caption_ids(ids, tok, random.Random(0), p=1.5)
+
+
+def test_augmentation_whole_word_groups_pieces(tok) -> None:
+    pieces = tok("grassy grassy grassy", add_special_tokens=False)["input_ids"]
+    assert len(pieces) > 3  # each word is several pieces
+    ids = pieces * 200
+    per_word = len(pieces) // 3
+    out = augment_caption_ids(ids, tok, random.Random(3), p=0.5, whole_word=True)
+    # Whole words are deleted together: the length drops by a multiple of the word size,
+    # and masks come in runs whose lengths are multiples of the word size.
+    assert (len(ids) - len(out)) % per_word == 0 and len(out) < len(ids)
+    runs, run = [], 0
+    for t in [*out, -1]:
+        if t == tok.mask_token_id:
+            run += 1
+        elif run:
+            runs.append(run)
+            run = 0
+    assert runs and all(r % per_word == 0 for r in runs)
