@@ -168,7 +168,7 @@ class SEPSHead(nn.Module):
             texts = {"sparse": self._text(cap_embs[start:end], cap_lens[start:end])}
             if long_cap_embs is not None and long_cap_lens is not None and cfg.uses_dense:
                 texts["dense"] = self._text(long_cap_embs[start:end], long_cap_lens[start:end])
-            s, m = self._forward_chunk(x, xn, x_sel, cls, s_im, s_p, logits, texts)
+            s, m = self._forward_chunk(xn, x_sel, cls, s_im, s_p, logits, texts)
             sims.append(s)
             masks.append(m)
         out = torch.cat(sims, dim=1)
@@ -242,7 +242,6 @@ class SEPSHead(nn.Module):
 
     def _forward_chunk(
         self,
-        x: Tensor,
         xn: Tensor,
         x_sel: Tensor,
         cls: Tensor | None,
