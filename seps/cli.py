@@ -139,7 +139,23 @@ def _run_data(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Modules that register further subcommands with :func:`command` when imported.
+COMMAND_MODULES: tuple[str, ...] = ("seps.bench", "seps.train")
+
+
+def _load_command_modules() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real missing dependency inside the module
+                raise
+
+
 def build_parser() -> argparse.ArgumentParser:
+    _load_command_modules()
     parser = argparse.ArgumentParser(
         prog="seps-bench",
         description=(
