@@ -16,13 +16,18 @@ without DDP's ``module.``) maps onto :class:`seps.head.SEPSHead`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
 from .config import get_config
 from .head import SEPSHead
+
+if TYPE_CHECKING:
+    from .model import SEPSModel
 
 #: official prefix -> this project's parameter prefix.
 PREFIX_MAP: dict[str, str] = {
@@ -171,8 +176,144 @@ __all__ = [
     "PREFIX_MAP",
     "CheckpointError",
     "export_state_dict",
+    "load_checkpoint",
     "load_crossnet",
     "map_state_dict",
     "to_official_key",
     "to_project_key",
 ]
+
+
+# --------------------------------------------------------------- full checkpoints
+OFFICIAL_VISION = {
+    "vit": "google/vit-base-patch16-224-in21k",
+    "swin": "microsoft/swin-base-patch4-window7-224-in22k",
+}
+
+
+def _read_official(path: str | os.PathLike[str]) -> tuple[dict[str, Tensor], Any]:
+    import torch
+
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"checkpoint {str(p)!r}: file not found")
+    try:
+        ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {str(p)!r}: not a readable torch file ({exc})") from exc
+    if not isinstance(ckpt, Mapping) or "model" not in ckpt:
+        got = list(ckpt)[:8] if isinstance(ckpt, Mapping) else type(ckpt).__name__
+        raise CheckpointError(
+            f"checkpoint {str(p)!r}: expected a dict with key 'model' (an official "
+            f"model_best.pth), got {got}"
+        )
+    model = ckpt["model"]
+    if not isinstance(model, Mapping):
+        raise CheckpointError(f"checkpoint {str(p)!r}: 'model' is not a state dict")
+    return {strip_module(k): v for k, v in model.items()}, ckpt.get("opt")
+
+
+def strip_module(key: str) -> str:
+    return key[len("module.") :] if key.startswith("module.") else key
+
+
+def _config_from(spec: Any, what: str) -> Any:
+    """A transformers config from a config object, a local folder or a hub name."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    if isinstance(spec, PretrainedConfig):
+        return spec
+    try:
+        return AutoConfig.from_pretrained(os.fspath(spec))
+    except Exception as exc:
+        raise CheckpointError(
+            f"{what}={spec!r}: could not load a transformers config ({exc}); pass a config "
+            "object or a local folder holding config.json"
+        ) from exc
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    vision: Any = None,
+    text: Any = None,
+    preset: str = "code",
+    **overrides: Any,
+) -> SEPSModel:
+    """Map an official ``model_best.pth`` (``{'model': state_dict, 'opt': Namespace}``)
+    onto :class:`seps.model.SEPSModel`.
+
+    ``img_enc.visual_encoder.*`` / ``img_enc.vision_proj.*`` (a transformers ViTModel or
+    SwinModel), ``txt_enc.bert.*`` / ``txt_enc.fc.*`` (BertModel) load as they are;
+    ``cross_net.*`` goes through :data:`PREFIX_MAP`. The architectures come from
+    ``vision`` / ``text`` (a transformers config, a local folder or a hub name); by default
+    from the checkpoint's ``opt`` (``vit_type``: vit or swin, ``bert_path``), which needs
+    those configs in the local cache. ``embed_size`` is read from ``vision_proj``;
+    ``sparse_ratio`` and ``aggr_ratio`` from ``opt`` (defaults 0.5 and 0.4), unless
+    overridden. The model is returned in eval mode. Every missing, unexpected or
+    mis-shaped key is listed in the :class:`CheckpointError`.
+    """
+    from .encoders import ImageEncoder, TextEncoder
+    from .model import SEPSModel
+
+    state, opt = _read_official(path)
+
+    def opt_value(name: str, default: Any) -> Any:
+        return getattr(opt, name, default) if opt is not None else default
+
+    if vision is None:
+        vision = OFFICIAL_VISION.get(str(opt_value("vit_type", "vit")), OFFICIAL_VISION["vit"])
+    if text is None:
+        text = opt_value("bert_path", "bert-base-uncased")
+    proj = state.get("img_enc.vision_proj.weight")
+    if proj is None:
+        raise CheckpointError(
+            f"checkpoint {os.fspath(path)!r}: missing key img_enc.vision_proj.weight"
+        )
+    embed_size = int(proj.shape[0])
+    vcfg, tcfg = _config_from(vision, "vision"), _config_from(text, "text")
+    size = vcfg.image_size if isinstance(vcfg.image_size, int) else vcfg.image_size[0]
+    img_enc = ImageEncoder(vcfg, embed_size, image_size=int(opt_value("img_res", size)))
+    txt_enc = TextEncoder(tcfg, embed_size)
+    settings = {
+        "embed_size": embed_size,
+        "num_patches": img_enc.num_patches,
+        "sparse_ratio": float(opt_value("sparse_ratio", 0.5)),
+        "aggr_ratio": float(opt_value("aggr_ratio", 0.4)),
+    }
+    settings.update(overrides)
+    head = SEPSHead(get_config(preset, **settings))
+    model = SEPSModel(img_enc, txt_enc, head)
+
+    encoders = {k: v for k, v in state.items() if not k.startswith("cross_net.")}
+    cross = {k: v for k, v in state.items() if k.startswith("cross_net.")}
+    problems: list[str] = []
+    own = model.state_dict()
+    missing = [k for k in own if not k.startswith("cross_net.") and k not in encoders]
+    unexpected = [k for k in encoders if k not in own]
+    shaped = [
+        f"{k}: expected shape {tuple(own[k].shape)}, got {tuple(v.shape)}"
+        for k, v in encoders.items()
+        if k in own and tuple(own[k].shape) != tuple(v.shape)
+    ]
+    if missing:
+        problems.append("missing keys: " + ", ".join(missing))
+    if unexpected:
+        problems.append("unexpected keys: " + ", ".join(unexpected))
+    if shaped:
+        problems.append("mis-shaped keys: " + "; ".join(shaped))
+    try:
+        head_state = map_state_dict(cross, head)
+    except CheckpointError as exc:
+        problems.append(str(exc))
+        head_state = {}
+    if problems:
+        raise CheckpointError(f"checkpoint {os.fspath(path)!r}: " + " | ".join(problems))
+    model.img_enc.load_state_dict(
+        {k[len("img_enc.") :]: v for k, v in encoders.items() if k.startswith("img_enc.")}
+    )
+    model.txt_enc.load_state_dict(
+        {k[len("txt_enc.") :]: v for k, v in encoders.items() if k.startswith("txt_enc.")}
+    )
+    head.load_state_dict(head_state)
+    return model.eval()

@@ -97,3 +97,65 @@ def test_code_weights_into_paper_head_is_an_error():
 def test_not_a_mapping():
     with pytest.raises(CheckpointError, match="mapping"):
         load_crossnet([1, 2], preset="code", **SIZES)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------- full checkpoints
+def _tiny_official_checkpoint(tmp_path, *, drop: str | None = None):
+    from argparse import Namespace
+
+    from seps.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
+    from seps.model import SEPSModel
+
+    torch.manual_seed(0)
+    vcfg, tcfg = tiny_vision_config("vit", 32), tiny_bert_config(50)
+    img_enc, txt_enc = ImageEncoder(vcfg, C, image_size=32), TextEncoder(tcfg, C)
+    cfg = get_config("code", embed_size=C, num_patches=img_enc.num_patches, sparse_ratio=0.5,
+                     aggr_ratio=0.4)
+    model = SEPSModel(img_enc, txt_enc, SEPSHead(cfg)).eval()
+    sd = {f"img_enc.{k}": v for k, v in img_enc.state_dict().items()}
+    sd.update({f"txt_enc.{k}": v for k, v in txt_enc.state_dict().items()})
+    sd.update(export_state_dict(model.cross_net))
+    if drop:
+        del sd[drop]
+    path = tmp_path / "model_best.pth"
+    opt = Namespace(embed_size=C, sparse_ratio=0.5, aggr_ratio=0.4, vit_type="vit", img_res=32)
+    torch.save({"model": sd, "opt": opt, "epoch": 3}, path)
+    return path, model, vcfg, tcfg
+
+
+def _embed_and_score(model):
+    g = torch.Generator().manual_seed(1)
+    images = torch.randn(3, 3, 32, 32, generator=g)
+    ids = torch.randint(5, 50, (4, 7), generator=g)
+    lens = torch.tensor([7, 5, 4, 6])
+    with torch.no_grad():
+        img = model.encode_images(images)
+        cap = model.encode_texts(ids, lens)
+        return model(img, cap, lens, cap, lens)
+
+
+def test_official_full_checkpoint_round_trip(tmp_path):
+    from seps.official import load_checkpoint
+
+    path, model, vcfg, tcfg = _tiny_official_checkpoint(tmp_path)
+    loaded = load_checkpoint(path, vision=vcfg, text=tcfg)
+    assert loaded.config.embed_size == C and loaded.config.aggr_ratio == 0.4
+    torch.testing.assert_close(_embed_and_score(loaded), _embed_and_score(model), rtol=0, atol=0)
+
+
+def test_official_full_checkpoint_errors(tmp_path):
+    from seps.official import load_checkpoint
+
+    path, _, vcfg, tcfg = _tiny_official_checkpoint(tmp_path, drop="txt_enc.fc.bias")
+    with pytest.raises(CheckpointError, match="missing keys: txt_enc.fc.bias"):
+        load_checkpoint(path, vision=vcfg, text=tcfg)
+    bad = tmp_path / "not_a_checkpoint.pth"
+    torch.save({"weights": 1}, bad)
+    with pytest.raises(CheckpointError, match=r"not_a_checkpoint.pth.*expected a dict with key"):
+        load_checkpoint(bad, vision=vcfg, text=tcfg)
+    garbage = tmp_path / "garbage.pth"
+    garbage.write_bytes(b"not torch")
+    with pytest.raises(CheckpointError, match="not a readable torch file"):
+        load_checkpoint(garbage, vision=vcfg, text=tcfg)
+    with pytest.raises(CheckpointError, match="file not found"):
+        load_checkpoint(tmp_path / "missing.pth", vision=vcfg, text=tcfg)

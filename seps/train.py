@@ -1,0 +1,1011 @@
+"""Training and evaluation of the full model, and the ``train`` / ``eval`` commands.
+
+One run = :class:`TrainConfig` (data, encoders, protocol, optimisation) + a
+:class:`seps.config.SEPSConfig` (the head's switches). :func:`train` follows the
+official ``train.py``:
+
+- AdamW with the official parameter groups (backbones at ``lr * backbone_lr_mult``),
+  weight decay 1e-4, MultiStepLR (milestones, gamma 0.3);
+- hinge triplet summed over all negatives in epoch 0 with the loss scaled by the
+  warm-up factor ``i / n_batches``, hardest negative from ``max_violation_from`` on;
+- gradient clipping at 2.0; bf16 autocast on CUDA;
+- a non-finite loss skips the step and is counted (the official code zeroes it silently).
+
+Protocols: ``finetune`` (everything trains), ``partial`` (the embeddings and the first
+``freeze_layers`` blocks of both backbones are frozen), ``frozen`` (backbone tokens are
+computed once, cached on disk with safetensors, and only the projections and the head
+train; caption augmentation is then off because the cached text states are fixed).
+
+Determinism: every epoch re-seeds Python, NumPy and PyTorch from ``(seed, epoch)`` and
+draws its caption order from that seed, so a run resumed from its epoch checkpoint
+reproduces the uninterrupted run exactly on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import random
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .cli import command
+from .config import PRESETS, SEPSConfig, get_config, parse_override
+from .data.layout import SplitData, load_split
+from .evaluate import DENSE_SOURCES, evaluate_retrieval, similarity_matrix
+from .losses import SEPSLoss, keep_ratios
+from .model import (
+    ModelSpec,
+    SEPSModel,
+    build_model,
+    count_parameters,
+    freeze_first_layers,
+    parameter_groups,
+)
+from .text import augment_caption_ids, load_tokenizer
+
+PROTOCOLS = ("finetune", "partial", "frozen")
+DATASETS = ("synthetic", "f30k", "coco")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a run except the head's switches.
+
+    The defaults are the CPU recipe for the built-in synthetic dataset (tiny random-init
+    backbones, 64 px). ``paper``-scale runs set ``backbone``/``text_backbone`` to real
+    checkpoints, ``image_size=224`` and the official optimisation values.
+    """
+
+    dataset: str = "synthetic"
+    data_path: str | None = None
+    image_dir: str | None = None
+    synth_images: int = 5000
+    synth_seed: int = 0
+    train_split: str = "train"
+    eval_split: str = "test"
+    val_split: str = "dev"
+    val_images: int = 100
+    skip_bad_images: bool = False
+    backbone: str = "tiny-vit"
+    backbone_source: str = "timm"
+    pretrained: str | None = None
+    image_size: int = 64
+    text_backbone: str = "tiny-bert"
+    tokenizer: str | None = None
+    vocab_size: int = 4000
+    max_words: int = 32
+    max_dense_words: int = 160
+    protocol: str = "finetune"
+    freeze_layers: int = 1
+    epochs: int = 6
+    batch_size: int = 64
+    lr: float = 2e-4
+    backbone_lr_mult: float = 0.1
+    weight_decay: float = 1e-4
+    lr_milestones: tuple[int, ...] = (9, 15, 20, 25)
+    lr_gamma: float = 0.3
+    grad_clip: float = 2.0
+    warmup: bool = True
+    max_violation_from: int = 1
+    augment: bool = True
+    max_steps_per_epoch: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    dense_source: str = "query"
+    eval_text_shard: int = 512
+    eval_image_shard: int = 128
+    out_dir: str = "runs/default"
+    cache_dir: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.lr_milestones = tuple(int(m) for m in self.lr_milestones)
+        checks = [
+            ("dataset", self.dataset in DATASETS, f"one of {', '.join(DATASETS)}"),
+            ("protocol", self.protocol in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
+            ("dense_source", self.dense_source in DENSE_SOURCES, ", ".join(DENSE_SOURCES)),
+            (
+                "device",
+                self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+                "auto, cpu, cuda or cuda:N",
+            ),
+            ("epochs", self.epochs >= 1, ">= 1"),
+            ("batch_size", self.batch_size >= 2, ">= 2 (the triplet loss needs negatives)"),
+            ("lr", self.lr > 0, "> 0"),
+            ("freeze_layers", self.freeze_layers >= 0, ">= 0"),
+            ("max_words", self.max_words >= 3, ">= 3"),
+            ("max_dense_words", self.max_dense_words >= 3, ">= 3"),
+            ("val_images", self.val_images >= 0, ">= 0"),
+            ("image_size", self.image_size >= 8, ">= 8"),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValueError(
+                    f"train config field {name!r}: invalid value {getattr(self, name)!r}; "
+                    f"allowed: {allowed}"
+                )
+        if self.dataset != "synthetic" and not self.data_path:
+            raise ValueError(
+                f"train config field 'data_path': required for dataset {self.dataset!r} "
+                "(a folder in the official layout, see README)"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- utils
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when it exists."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    return (seed * 1_000_003 + epoch * 7919 + 17) % 2**31
+
+
+def environment() -> dict[str, Any]:
+    """Library versions, device and git commit, recorded with every result."""
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "device_name": torch.cuda.get_device_name(0)
+        if torch.cuda.is_available()
+        else platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+    for mod in ("timm", "transformers", "numpy"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except Exception:  # pragma: no cover - optional
+            env[mod] = None
+    try:
+        env["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except Exception:
+        env["git_commit"] = None
+    return env
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def atomic_torch_save(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------ data
+def synthetic_path(cfg: TrainConfig) -> Path:
+    return Path(cfg.data_path or f"data/synth-{cfg.synth_images}-s{cfg.synth_seed}")
+
+
+def prepare_data_dir(cfg: TrainConfig) -> Path:
+    """The dataset folder; the synthetic set is generated there when absent."""
+    if cfg.dataset != "synthetic":
+        path = Path(cfg.data_path)  # type: ignore[arg-type]
+        if not path.is_dir():
+            raise ValueError(f"data_path {str(path)!r}: folder not found")
+        return path
+    path = synthetic_path(cfg)
+    if not (path / "meta.json").exists():
+        from .data.synth import generate_synthetic
+
+        generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
+    return path
+
+
+def load(cfg: TrainConfig, data_dir: Path, split: str) -> SplitData:
+    return load_split(
+        data_dir,
+        split,
+        image_dir=cfg.image_dir,
+        dense_per="image",
+        skip_bad_images=cfg.skip_bad_images,
+    )
+
+
+class ImageStore:
+    """Images of a split as normalised tensors ``(3, S, S)``; decoded once and kept in
+    memory as uint8 when the whole split fits in 2 GB, else read on demand."""
+
+    def __init__(self, files: Sequence[Path], size: int) -> None:
+        self.files = list(files)
+        self.size = size
+        self.mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+        self.std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
+        self.cache: Tensor | None = None
+        if len(self.files) * 3 * size * size <= 2 * 2**30:
+            self.cache = torch.stack([self._decode(f) for f in self.files])
+
+    def _decode(self, path: Path) -> Tensor:
+        from PIL import Image
+
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if im.size != (self.size, self.size):
+                im = im.resize((self.size, self.size), Image.BICUBIC)
+            arr = np.asarray(im, dtype=np.uint8)
+        return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def batch(self, idx: Sequence[int]) -> Tensor:
+        raw = (
+            self.cache[list(idx)]
+            if self.cache is not None
+            else torch.stack([self._decode(self.files[i]) for i in idx])
+        )
+        return (raw.float() / 255.0 - self.mean) / self.std
+
+
+class TextTable:
+    """Word pieces of every caption (without ``[CLS]``/``[SEP]``), truncated once."""
+
+    def __init__(self, tokenizer: Any, texts: Sequence[str], max_len: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_len = max_len
+        pieces = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        self.pieces = [p[: max_len - 2] for p in pieces]
+        self.cls = int(tokenizer.cls_token_id)
+        self.sep = int(tokenizer.sep_token_id)
+        self.pad = int(tokenizer.pad_token_id)
+
+    def batch(self, idx: Sequence[int], rng: random.Random | None = None) -> tuple[Tensor, Tensor]:
+        """Padded ids ``(B, L)`` and lengths ``(B,)``; augmented when ``rng`` is given."""
+        rows = []
+        for i in idx:
+            p = self.pieces[i]
+            if rng is not None:
+                p = augment_caption_ids(p, self.tokenizer, rng)
+            rows.append([self.cls, *p[: self.max_len - 2], self.sep])
+        lens = torch.tensor([len(r) for r in rows])
+        ids = torch.full((len(rows), int(lens.max())), self.pad, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+        return ids, lens
+
+
+@dataclass
+class SplitTensors:
+    """One split ready for training or evaluation."""
+
+    data: SplitData
+    images: ImageStore
+    captions: TextTable
+    dense: TextTable
+
+
+def split_tensors(cfg: TrainConfig, data: SplitData, tokenizer: Any) -> SplitTensors:
+    return SplitTensors(
+        data,
+        ImageStore(data.image_files, cfg.image_size),
+        TextTable(tokenizer, data.captions, cfg.max_words),
+        TextTable(tokenizer, data.dense, cfg.max_dense_words),
+    )
+
+
+def subset(split: SplitTensors, n_images: int) -> SplitTensors:
+    """The first ``n_images`` images with their captions (a quick validation set)."""
+    n = min(n_images, split.data.n_images)
+    d = split.data
+    data = dataclasses.replace(
+        d,
+        captions=d.captions[: 5 * n],
+        image_ids=d.image_ids[:n],
+        image_files=d.image_files[:n],
+        dense=d.dense[:n],
+        caption_to_image=d.caption_to_image[: 5 * n],
+    )
+    images = ImageStore.__new__(ImageStore)
+    images.__dict__.update(split.images.__dict__)
+    images.files = split.images.files[:n]
+    images.cache = None if split.images.cache is None else split.images.cache[:n]
+    caps = TextTable.__new__(TextTable)
+    caps.__dict__.update(split.captions.__dict__)
+    caps.pieces = split.captions.pieces[: 5 * n]
+    dense = TextTable.__new__(TextTable)
+    dense.__dict__.update(split.dense.__dict__)
+    dense.pieces = split.dense.pieces[:n]
+    return SplitTensors(data, images, caps, dense)
+
+
+# ------------------------------------------------------------------- frozen features
+def _fingerprint(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+@torch.no_grad()
+def backbone_features(
+    model: SEPSModel, split: SplitTensors, device: torch.device, batch: int = 128
+) -> dict[str, Tensor]:
+    """Backbone outputs before the projections: images ``(n_img, L_v, H_v)``, captions
+    ``(n_cap, L, H_t)`` + lengths, dense captions ``(n_img, L_d, H_t)`` + lengths."""
+    model.eval()
+    out: dict[str, list[Tensor]] = {
+        k: [] for k in ("img", "cap", "cap_lens", "dense", "dense_lens")
+    }
+    for s in range(0, len(split.images), batch):
+        idx = range(s, min(s + batch, len(split.images)))
+        out["img"].append(model.img_enc.backbone_tokens(split.images.batch(idx).to(device)).cpu())
+    for key, table in (("cap", split.captions), ("dense", split.dense)):
+        width = table.max_len
+        for s in range(0, len(table.pieces), batch):
+            ids, lens = table.batch(range(s, min(s + batch, len(table.pieces))))
+            mask = (torch.arange(ids.shape[1])[None] < lens[:, None]).long()
+            h = model.txt_enc.bert(
+                input_ids=ids.to(device), attention_mask=mask.to(device)
+            ).last_hidden_state.cpu()
+            out[key].append(torch.nn.functional.pad(h, (0, 0, 0, width - h.shape[1])))
+            out[f"{key}_lens"].append(lens)
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def cached_features(
+    model: SEPSModel,
+    split: SplitTensors,
+    cfg: TrainConfig,
+    spec: ModelSpec,
+    device: torch.device,
+    tag: str,
+) -> dict[str, Tensor]:
+    """:func:`backbone_features`, cached as safetensors keyed by backbone weights and data."""
+    from safetensors.torch import load_file, save_file
+
+    cache = Path(cfg.cache_dir or Path(cfg.out_dir) / "feature_cache")
+    weights = _fingerprint(
+        [
+            (k, float(v.float().sum()), tuple(v.shape))
+            for k, v in model.img_enc.visual_encoder.state_dict().items()
+        ],
+        [(k, float(v.float().sum())) for k, v in model.txt_enc.bert.state_dict().items()],
+    )
+    key = _fingerprint(
+        spec.to_dict(),
+        weights,
+        split.data.image_ids,
+        split.data.captions[:50],
+        cfg.max_words,
+        cfg.max_dense_words,
+        tag,
+    )
+    path = cache / f"{tag}-{key}.safetensors"
+    if path.exists():
+        return load_file(str(path))
+    feats = backbone_features(model, split, device)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    save_file({k: v.contiguous() for k, v in feats.items()}, str(tmp))
+    os.replace(tmp, path)
+    return feats
+
+
+# ----------------------------------------------------------------------- encode/eval
+@torch.no_grad()
+def encode_split(
+    model: SEPSModel,
+    split: SplitTensors,
+    device: torch.device,
+    feats: dict[str, Tensor] | None = None,
+    batch: int = 128,
+) -> dict[str, Tensor]:
+    """Joint-space embeddings of a split (projections applied), on the CPU."""
+    model.eval()
+    out: dict[str, list[Tensor]] = {
+        k: [] for k in ("img", "cap", "cap_lens", "dense", "dense_lens")
+    }
+    n_img, n_cap = len(split.images), len(split.captions.pieces)
+    for s in range(0, n_img, batch):
+        idx = list(range(s, min(s + batch, n_img)))
+        if feats is not None:
+            out["img"].append(model.project_images(feats["img"][idx].to(device)).cpu())
+        else:
+            out["img"].append(model.encode_images(split.images.batch(idx).to(device)).cpu())
+    for key, table, n in (("cap", split.captions, n_cap), ("dense", split.dense, n_img)):
+        width = table.max_len
+        for s in range(0, n, batch):
+            idx = list(range(s, min(s + batch, n)))
+            if feats is not None:
+                lens = feats[f"{key}_lens"][idx]
+                h = feats[key][idx][:, : int(lens.max())].to(device)
+                e = model.project_texts(h).cpu()
+            else:
+                ids, lens = table.batch(idx)
+                e = model.encode_texts(ids.to(device), lens.to(device)).cpu()
+            out[key].append(torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])))
+            out[f"{key}_lens"].append(lens)
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def evaluate_model(
+    model: SEPSModel,
+    split: SplitTensors,
+    device: torch.device,
+    cfg: TrainConfig,
+    dense_source: str | None = None,
+    feats: dict[str, Tensor] | None = None,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Recall metrics of ``model`` on ``split`` under a dense-caption protocol."""
+    emb = encode_split(model, split, device, feats)
+    sims = similarity_matrix(
+        model.cross_net,
+        emb["img"],
+        emb["cap"],
+        emb["cap_lens"],
+        emb["dense"],
+        emb["dense_lens"],
+        caption_to_image=torch.as_tensor(split.data.caption_to_image),
+        dense_source=dense_source or cfg.dense_source,
+        image_shard=cfg.eval_image_shard,
+        text_shard=cfg.eval_text_shard,
+        seed=cfg.seed,
+        device=device,
+        progress=progress,
+    )
+    return evaluate_retrieval(sims, coco_folds=cfg.dataset == "coco")
+
+
+# ---------------------------------------------------------------------------- train
+@dataclass
+class RunState:
+    epoch: int = -1  # last completed epoch
+    history: list[dict[str, Any]] = field(default_factory=list)
+    nonfinite_steps: int = 0
+    train_seconds: float = 0.0
+
+
+def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
+    data_dir = prepare_data_dir(cfg)
+    train_data = load(cfg, data_dir, cfg.train_split)
+    tokenizer = load_tokenizer(
+        cfg.tokenizer,
+        captions=train_data.captions + train_data.dense,
+        vocab_size=cfg.vocab_size,
+        cache_dir=data_dir / "tokenizer-cache",
+    )
+    spec = ModelSpec(
+        backbone=cfg.backbone,
+        backbone_source=cfg.backbone_source,
+        pretrained=cfg.pretrained,
+        image_size=cfg.image_size,
+        text_backbone=cfg.text_backbone,
+        vocab_size=len(tokenizer),
+    )
+    return tokenizer, spec, data_dir
+
+
+def _log_line(rec: dict[str, Any]) -> str:
+    parts = [f"epoch {rec['epoch']}", f"loss {rec['loss']:.3f}"]
+    if "val" in rec:
+        parts.append(f"val rsum {rec['val']['rsum']:.1f}")
+    parts.append(f"{rec['seconds']:.0f}s")
+    return " | ".join(parts)
+
+
+def train(
+    cfg: TrainConfig,
+    seps_cfg: SEPSConfig,
+    *,
+    resume: bool = False,
+    stop_after_epoch: int | None = None,
+) -> dict[str, Any]:
+    """Train, evaluate and write ``<out_dir>/result.json``; return the result record.
+
+    A checkpoint (``checkpoint_last.pt``) is written atomically after every epoch;
+    ``resume=True`` continues from it. ``stop_after_epoch`` ends the call after that
+    epoch (used to test resuming).
+    """
+    from tqdm.auto import tqdm
+
+    device = resolve_device(cfg.device)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_everything(cfg.seed)
+    tokenizer, spec, data_dir = build_run(cfg, seps_cfg)
+    model = build_model(spec, seps_cfg).to(device)
+    seps_cfg = model.config
+    if cfg.protocol == "partial":
+        freeze_first_layers(model.img_enc.visual_encoder, cfg.freeze_layers)
+        freeze_first_layers(model.txt_enc.bert, cfg.freeze_layers)
+    if cfg.protocol == "frozen":
+        for m in (model.img_enc.visual_encoder, model.txt_enc.bert):
+            m.requires_grad_(False)
+    train_split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer)
+    val_split = None
+    if cfg.val_images > 0:
+        try:
+            val_split = subset(
+                split_tensors(cfg, load(cfg, data_dir, cfg.val_split), tokenizer), cfg.val_images
+            )
+        except ValueError:
+            val_split = None  # no dev split: per-epoch validation is skipped
+    train_feats = val_feats = None
+    if cfg.protocol == "frozen":
+        train_feats = cached_features(model, train_split, cfg, spec, device, "train")
+        if val_split is not None:
+            val_feats = cached_features(model, val_split, cfg, spec, device, "val")
+
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, cfg.lr, cfg.backbone_lr_mult),
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+    )
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=list(cfg.lr_milestones), gamma=cfg.lr_gamma
+    )
+    criterion = SEPSLoss(seps_cfg)
+    state = RunState()
+    ckpt_path = out / "checkpoint_last.pt"
+    if resume and ckpt_path.exists():
+        ckpt = load_run_checkpoint(ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        state = RunState(**ckpt["state"])
+
+    n_caps = len(train_split.captions.pieces)
+    n_batches = n_caps // cfg.batch_size
+    if cfg.max_steps_per_epoch:
+        n_batches = min(n_batches, cfg.max_steps_per_epoch)
+    if n_batches < 1:
+        raise ValueError(
+            f"batch_size {cfg.batch_size} is larger than the {n_caps} training captions"
+        )
+    use_dense = seps_cfg.uses_dense
+    c2i = torch.as_tensor(train_split.data.caption_to_image)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if device.type == "cuda"
+        else torch.autocast("cpu", enabled=False)
+    )
+    for epoch in range(state.epoch + 1, cfg.epochs):
+        t0 = time.perf_counter()
+        es = epoch_seed(cfg.seed, epoch)
+        seed_everything(es)
+        order = torch.randperm(n_caps, generator=torch.Generator().manual_seed(es))
+        text_rng = random.Random(es) if cfg.augment and cfg.protocol != "frozen" else None
+        model.train()
+        if cfg.protocol == "frozen":
+            model.img_enc.visual_encoder.eval()
+            model.txt_enc.bert.eval()
+        max_violation = epoch >= cfg.max_violation_from
+        sums = {"loss": 0.0, "align": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        ratio_sums: dict[str, float] = {}
+        steps = 0
+        bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
+        for i in bar:
+            caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
+            imgs = c2i[caps].tolist()
+            img_ids = torch.tensor(imgs, device=device)
+            with autocast:
+                if train_feats is not None:
+                    img = model.project_images(train_feats["img"][imgs].to(device))
+                    lens = train_feats["cap_lens"][caps]
+                    cap = model.project_texts(
+                        train_feats["cap"][caps][:, : int(lens.max())].to(device)
+                    )
+                    dlens = train_feats["dense_lens"][imgs]
+                    dense = (
+                        model.project_texts(
+                            train_feats["dense"][imgs][:, : int(dlens.max())].to(device)
+                        )
+                        if use_dense
+                        else None
+                    )
+                else:
+                    img = model.encode_images(train_split.images.batch(imgs).to(device))
+                    ids, lens = train_split.captions.batch(caps, text_rng)
+                    cap = model.encode_texts(ids.to(device), lens.to(device))
+                    dense = dlens = None
+                    if use_dense:
+                        dids, dlens = train_split.dense.batch(imgs, text_rng)
+                        dense = model.encode_texts(dids.to(device), dlens.to(device))
+                sims, masks = model(
+                    img.float(),
+                    cap.float(),
+                    lens.to(device),
+                    None if dense is None else dense.float(),
+                    None if dlens is None else dlens.to(device),
+                )
+                alpha = i / n_batches if (cfg.warmup and epoch == 0) else 1.0
+                loss = criterion(
+                    sims, masks, img_ids, max_violation=max_violation, warmup_alpha=alpha
+                )
+            if not torch.isfinite(loss.total):
+                state.nonfinite_steps += 1
+                optimizer.zero_grad(set_to_none=True)
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss.total.backward()
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            steps += 1
+            sums["loss"] += loss.total.item()
+            sums["align"] += loss.align.item()
+            sums["ratio"] += float(loss.ratio.detach())
+            sums["grad_norm"] += float(gn)
+            for b, r in keep_ratios(masks).items():
+                ratio_sums[b] = ratio_sums.get(b, 0.0) + float(r.detach())
+            bar.set_postfix(loss=f"{sums['loss'] / steps:.2f}")
+        scheduler.step()
+        seconds = time.perf_counter() - t0
+        rec: dict[str, Any] = {
+            "epoch": epoch,
+            **{k: v / max(steps, 1) for k, v in sums.items()},
+            "keep_ratio": {b: v / max(steps, 1) for b, v in ratio_sums.items()},
+            "steps": steps,
+            "nonfinite_steps": state.nonfinite_steps,
+            "lr": [g["lr"] for g in optimizer.param_groups],
+            "seconds": seconds,
+            "train_pairs_per_second": steps * cfg.batch_size / max(seconds, 1e-9),
+        }
+        if val_split is not None:
+            rec["val"] = evaluate_model(model, val_split, device, cfg, feats=val_feats)
+        state.history.append(rec)
+        state.epoch = epoch
+        state.train_seconds += seconds
+        atomic_torch_save(
+            ckpt_path,
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "state": dataclasses.asdict(state),
+                "train_config": cfg.to_dict(),
+                "seps_config": seps_cfg.to_dict(),
+                "model_spec": spec.to_dict(),
+                "format": "seps-bench/1",
+            },
+        )
+        if cfg.progress:
+            print(_log_line(rec), flush=True)
+        if stop_after_epoch is not None and epoch >= stop_after_epoch:
+            return {"interrupted_after_epoch": epoch}
+
+    return finish(cfg, model, tokenizer, data_dir, device, state, spec)
+
+
+def finish(
+    cfg: TrainConfig,
+    model: SEPSModel,
+    tokenizer: Any,
+    data_dir: Path,
+    device: torch.device,
+    state: RunState,
+    spec: ModelSpec,
+) -> dict[str, Any]:
+    """Evaluate on ``eval_split`` and write ``result.json``."""
+    eval_split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
+    feats = None
+    if cfg.protocol == "frozen":
+        feats = cached_features(model, eval_split, cfg, spec, device, "eval")
+    t0 = time.perf_counter()
+    metrics = evaluate_model(model, eval_split, device, cfg, feats=feats, progress=cfg.progress)
+    eval_seconds = time.perf_counter() - t0
+    pairs = eval_split.data.n_images * eval_split.data.n_captions
+    result = {
+        "metrics": metrics,
+        "dense_source": cfg.dense_source,
+        "protocol": cfg.protocol,
+        "eval_split": cfg.eval_split,
+        "eval_images": eval_split.data.n_images,
+        "history": state.history,
+        "nonfinite_steps": state.nonfinite_steps,
+        "train_seconds": state.train_seconds,
+        "eval_seconds": eval_seconds,
+        "eval_pairs_per_second": pairs / max(eval_seconds, 1e-9),
+        "parameters": count_parameters(model),
+        "trainable_parameters": count_parameters(model, trainable_only=True),
+        "peak_memory_bytes": peak_memory(device),
+        "train_config": cfg.to_dict(),
+        "seps_config": model.config.to_dict(),
+        "model_spec": spec.to_dict(),
+        "environment": environment(),
+    }
+    atomic_write_json(Path(cfg.out_dir) / "result.json", result)
+    return result
+
+
+def peak_memory(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except Exception:  # pragma: no cover - non-POSIX
+        return 0
+
+
+def load_run_checkpoint(path: Path) -> dict[str, Any]:
+    """A ``checkpoint_last.pt`` written by :func:`train`, with a clear error otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"checkpoint {str(path)!r}: file not found")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r}: not a readable torch file ({exc})") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("format") != "seps-bench/1":
+        keys = list(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(
+            f"checkpoint {str(path)!r}: expected a seps-bench run checkpoint (key 'format' = "
+            f"'seps-bench/1'), got {keys}; for an official model_best.pth use --official"
+        )
+    missing = [k for k in ("model", "train_config", "seps_config", "model_spec") if k not in ckpt]
+    if missing:
+        raise ValueError(f"checkpoint {str(path)!r}: missing keys {missing}")
+    return ckpt
+
+
+# ------------------------------------------------------------------------------- CLI
+_TRAIN_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="code", help=f"head preset: {', '.join(PRESETS)}")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a head switch or hyper-parameter, e.g. --set hrpa=mean_topk (repeatable)",
+    )
+    p.add_argument(
+        "--dataset",
+        default="synthetic",
+        choices=DATASETS,
+        help="synthetic (built in, generated on first use), f30k or coco",
+    )
+    p.add_argument(
+        "--data-path",
+        help="dataset folder in the official layout (f30k/coco), or "
+        "where the synthetic set is generated (default data/synth-<n>-s<seed>)",
+    )
+    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
+    p.add_argument(
+        "--dense-source",
+        default="query",
+        choices=DENSE_SOURCES,
+        help="dense-caption protocol at evaluation: query (official, leaks the "
+        "answer image's description), candidate (fair), none, shuffled (control)",
+    )
+    p.add_argument("--out", default="runs/default", help="run folder (checkpoints, result.json)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    _add_common(p)
+    p.add_argument(
+        "--protocol",
+        default="finetune",
+        choices=PROTOCOLS,
+        help="finetune (all train; backbones at lr x backbone-lr-mult), partial "
+        "(first --freeze-layers blocks frozen), frozen (cached backbone features)",
+    )
+    p.add_argument("--freeze-layers", type=int, default=1, help="blocks frozen by 'partial'")
+    p.add_argument("--epochs", type=int, default=6, help="training epochs")
+    p.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
+    p.add_argument("--lr", type=float, default=2e-4, help="learning rate of head+projections")
+    p.add_argument(
+        "--backbone-lr-mult",
+        type=float,
+        default=0.1,
+        help="backbone lr factor (official 0.1; use 1.0 for random-init backbones)",
+    )
+    p.add_argument(
+        "--backbone",
+        default="tiny-vit",
+        help="tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
+    )
+    p.add_argument("--backbone-source", default="timm", choices=("timm", "hf"))
+    p.add_argument("--pretrained", help="'hub' or a local weights path (default random init)")
+    p.add_argument("--image-size", type=int, default=64, help="square input resolution")
+    p.add_argument("--text-backbone", default="tiny-bert", help="tiny-bert or a BERT name/folder")
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer folder or hub name (default: trained offline on the training captions)",
+    )
+    p.add_argument("--synth-images", type=int, default=5000, help="size of the synthetic set")
+    p.add_argument("--max-steps-per-epoch", type=int, help="cap on steps per epoch")
+    p.add_argument(
+        "--val-images",
+        type=int,
+        default=100,
+        help="dev images evaluated after every epoch (0: none)",
+    )
+    p.add_argument("--no-augment", action="store_true", help="no caption augmentation")
+    p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
+
+
+def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values = {
+        "dataset": args.dataset,
+        "data_path": args.data_path,
+        "image_dir": args.image_dir,
+        "device": args.device,
+        "dense_source": args.dense_source,
+        "out_dir": args.out,
+        "seed": args.seed,
+        "progress": not args.no_progress,
+    }
+    for name in (
+        "protocol",
+        "freeze_layers",
+        "epochs",
+        "batch_size",
+        "lr",
+        "backbone_lr_mult",
+        "backbone",
+        "backbone_source",
+        "pretrained",
+        "image_size",
+        "text_backbone",
+        "tokenizer",
+        "synth_images",
+        "max_steps_per_epoch",
+        "val_images",
+    ):
+        if hasattr(args, name):
+            values[name] = getattr(args, name)
+    if hasattr(args, "no_augment"):
+        values["augment"] = not args.no_augment
+    return TrainConfig(**values)
+
+
+def _summary(result: dict[str, Any]) -> str:
+    m = result["metrics"]
+    keys = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+    rec = " ".join(f"{k}={m[k]:.1f}" for k in keys)
+    return f"rsum={m['rsum']:.1f} {rec} (dense_source={result['dense_source']})"
+
+
+@command("train", "train one variant and evaluate it (writes <out>/result.json)", _add_train_args)
+def _run_train(args: argparse.Namespace) -> int:
+    seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
+    cfg = train_config_from_args(args)
+    result = train(cfg, seps_cfg, resume=args.resume)
+    print(
+        _summary(result) + f" | train {result['train_seconds']:.0f}s -> {cfg.out_dir}/result.json"
+    )
+    return 0
+
+
+def _add_eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a run's checkpoint_last.pt, or an official model_best.pth with --official",
+    )
+    p.add_argument(
+        "--official", action="store_true", help="the checkpoint is an official SEPS model_best.pth"
+    )
+    p.add_argument("--split", default="test", help="split to evaluate (default test)")
+    p.add_argument(
+        "--dense-source",
+        default="query",
+        choices=DENSE_SOURCES,
+        help="query (official), candidate (fair), none, shuffled (control)",
+    )
+    p.add_argument("--data-path", help="dataset folder (default: the one the run trained on)")
+    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N]")
+    p.add_argument("--output", help="result JSON path (default next to the checkpoint)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+@command("eval", "evaluate a checkpoint under a dense-caption protocol", _add_eval_args)
+def _run_eval(args: argparse.Namespace) -> int:
+    if args.official:
+        raise ValueError("--official: use seps.official.load_checkpoint (CLI support pending)")
+    ckpt = load_run_checkpoint(Path(args.checkpoint))
+    tc = dict(ckpt["train_config"])
+    tc["lr_milestones"] = tuple(tc["lr_milestones"])
+    tc.update(
+        dense_source=args.dense_source,
+        eval_split=args.split,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    if args.data_path:
+        tc["data_path"] = args.data_path
+    if args.image_dir:
+        tc["image_dir"] = args.image_dir
+    cfg = TrainConfig(**tc)
+    seps_cfg = SEPSConfig(**ckpt["seps_config"])
+    spec = ModelSpec(**ckpt["model_spec"])
+    device = resolve_device(cfg.device)
+    data_dir = prepare_data_dir(cfg)
+    train_data = load(cfg, data_dir, cfg.train_split)
+    tokenizer = load_tokenizer(
+        cfg.tokenizer,
+        captions=train_data.captions + train_data.dense,
+        vocab_size=cfg.vocab_size,
+        cache_dir=data_dir / "tokenizer-cache",
+    )
+    model = build_model(spec, seps_cfg).to(device)
+    model.load_state_dict(ckpt["model"])
+    split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
+    feats = (
+        cached_features(model, split, cfg, spec, device, "eval")
+        if cfg.protocol == "frozen"
+        else None
+    )
+    t0 = time.perf_counter()
+    metrics = evaluate_model(model, split, device, cfg, feats=feats, progress=cfg.progress)
+    result = {
+        "metrics": metrics,
+        "dense_source": cfg.dense_source,
+        "split": cfg.eval_split,
+        "checkpoint": str(args.checkpoint),
+        "eval_seconds": time.perf_counter() - t0,
+        "seps_config": seps_cfg.to_dict(),
+        "environment": environment(),
+    }
+    out = Path(
+        args.output
+        or Path(args.checkpoint).with_name(f"eval-{cfg.eval_split}-{cfg.dense_source}.json")
+    )
+    atomic_write_json(out, result)
+    print(_summary(result) + f" -> {out}")
+    return 0
+
+
+__all__ = [
+    "PROTOCOLS",
+    "TrainConfig",
+    "encode_split",
+    "environment",
+    "evaluate_model",
+    "load_run_checkpoint",
+    "train",
+]
