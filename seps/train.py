@@ -936,34 +936,72 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
         choices=DENSE_SOURCES,
         help="query (official), candidate (fair), none, shuffled (control)",
     )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=DATASETS,
+        help="dataset kind (default: the run's; f30k for --official)",
+    )
     p.add_argument("--data-path", help="dataset folder (default: the one the run trained on)")
     p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument(
+        "--preset",
+        default="code",
+        help="--official only: head preset whose naming the checkpoint uses",
+    )
+    p.add_argument(
+        "--vision",
+        help="--official only: transformers config of the vision "
+        "backbone (folder or hub name; default from the checkpoint's opt)",
+    )
+    p.add_argument("--text", help="--official only: BERT config folder or hub name")
+    p.add_argument(
+        "--tokenizer",
+        help="--official only: tokenizer folder or hub name (default bert-base-uncased)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N]")
     p.add_argument("--output", help="result JSON path (default next to the checkpoint)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-@command("eval", "evaluate a checkpoint under a dense-caption protocol", _add_eval_args)
-def _run_eval(args: argparse.Namespace) -> int:
-    if args.official:
-        raise ValueError("--official: use seps.official.load_checkpoint (CLI support pending)")
-    ckpt = load_run_checkpoint(Path(args.checkpoint))
-    tc = dict(ckpt["train_config"])
-    tc["lr_milestones"] = tuple(tc["lr_milestones"])
-    tc.update(
+def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, Path]:
+    """Config, model, tokenizer and data folder for ``seps-bench eval``."""
+    common = dict(
         dense_source=args.dense_source,
         eval_split=args.split,
         device=args.device,
         progress=not args.no_progress,
     )
-    if args.data_path:
-        tc["data_path"] = args.data_path
-    if args.image_dir:
-        tc["image_dir"] = args.image_dir
+    if args.official:
+        from .official import load_checkpoint
+
+        if not args.data_path:
+            raise ValueError(
+                "--data-path: required with --official (a folder in the official layout)"
+            )
+        model = load_checkpoint(
+            args.checkpoint, vision=args.vision, text=args.text, preset=args.preset
+        )
+        cfg = TrainConfig(
+            dataset=args.dataset or "f30k",
+            data_path=args.data_path,
+            image_dir=args.image_dir,
+            image_size=model.img_enc.image_size,
+            tokenizer=args.tokenizer or "bert-base-uncased",
+            **common,
+        )
+        data_dir = prepare_data_dir(cfg)
+        return cfg, model, load_tokenizer(cfg.tokenizer), data_dir
+    ckpt = load_run_checkpoint(Path(args.checkpoint))
+    tc = dict(ckpt["train_config"])
+    tc["lr_milestones"] = tuple(tc["lr_milestones"])
+    tc.update(common)
+    for key in ("data_path", "image_dir", "dataset"):
+        if getattr(args, key):
+            tc[key] = getattr(args, key)
     cfg = TrainConfig(**tc)
-    seps_cfg = SEPSConfig(**ckpt["seps_config"])
-    spec = ModelSpec(**ckpt["model_spec"])
-    device = resolve_device(cfg.device)
+    model = build_model(ModelSpec(**ckpt["model_spec"]), SEPSConfig(**ckpt["seps_config"]))
+    model.load_state_dict(ckpt["model"])
     data_dir = prepare_data_dir(cfg)
     train_data = load(cfg, data_dir, cfg.train_split)
     tokenizer = load_tokenizer(
@@ -972,14 +1010,19 @@ def _run_eval(args: argparse.Namespace) -> int:
         vocab_size=cfg.vocab_size,
         cache_dir=data_dir / "tokenizer-cache",
     )
-    model = build_model(spec, seps_cfg).to(device)
-    model.load_state_dict(ckpt["model"])
+    return cfg, model, tokenizer, data_dir
+
+
+@command("eval", "evaluate a checkpoint under a dense-caption protocol", _add_eval_args)
+def _run_eval(args: argparse.Namespace) -> int:
+    cfg, model, tokenizer, data_dir = _eval_setup(args)
+    device = resolve_device(cfg.device)
+    model = model.to(device)
     split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
-    feats = (
-        cached_features(model, split, cfg, spec, device, "eval")
-        if cfg.protocol == "frozen"
-        else None
-    )
+    feats = None
+    if cfg.protocol == "frozen":
+        spec = ModelSpec(image_size=cfg.image_size)
+        feats = cached_features(model, split, cfg, spec, device, "eval")
     t0 = time.perf_counter()
     metrics = evaluate_model(model, split, device, cfg, feats=feats, progress=cfg.progress)
     result = {
@@ -987,8 +1030,9 @@ def _run_eval(args: argparse.Namespace) -> int:
         "dense_source": cfg.dense_source,
         "split": cfg.eval_split,
         "checkpoint": str(args.checkpoint),
+        "official": bool(args.official),
         "eval_seconds": time.perf_counter() - t0,
-        "seps_config": seps_cfg.to_dict(),
+        "seps_config": model.config.to_dict(),
         "environment": environment(),
     }
     out = Path(

@@ -172,3 +172,51 @@ def test_cli_train_then_eval_each_dense_source(synth, tmp_path, capsys):
     query = json.loads((out / "eval-test-query.json").read_text())
     trained = json.loads((out / "result.json").read_text())
     assert query["metrics"] == trained["metrics"]
+
+
+def test_cli_eval_official_checkpoint(synth, tmp_path, capsys):
+    from argparse import Namespace
+
+    from seps.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
+    from seps.head import SEPSHead
+    from seps.official import export_state_dict
+    from seps.text import load_tokenizer
+
+    tok = load_tokenizer(
+        None, captions=(synth / "train_caps.txt").read_text().splitlines(), vocab_size=200
+    )
+    tok.save_pretrained(tmp_path / "tok")
+    vcfg, tcfg = tiny_vision_config("vit", 32), tiny_bert_config(len(tok))
+    vcfg.save_pretrained(tmp_path / "vision")
+    tcfg.save_pretrained(tmp_path / "text")
+    img_enc, txt_enc = ImageEncoder(vcfg, 32, image_size=32), TextEncoder(tcfg, 32)
+    head = SEPSHead(get_config("code", embed_size=32, num_patches=img_enc.num_patches))
+    sd = {f"img_enc.{k}": v for k, v in img_enc.state_dict().items()}
+    sd |= {f"txt_enc.{k}": v for k, v in txt_enc.state_dict().items()}
+    sd |= export_state_dict(head)
+    ckpt = tmp_path / "model_best.pth"
+    torch.save({"model": sd, "opt": Namespace(sparse_ratio=0.5, aggr_ratio=0.4)}, ckpt)
+    args = [
+        "eval",
+        "--official",
+        "--checkpoint",
+        str(ckpt),
+        "--data-path",
+        str(synth),
+        "--vision",
+        str(tmp_path / "vision"),
+        "--text",
+        str(tmp_path / "text"),
+        "--tokenizer",
+        str(tmp_path / "tok"),
+        "--dense-source",
+        "candidate",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
+    assert main(args) == 0
+    rec = json.loads((tmp_path / "eval-test-candidate.json").read_text())
+    assert rec["official"] is True and set(rec["metrics"]) >= {"rsum", "i2t_r1", "t2i_r10"}
+    assert main([*args[:4], "--no-progress"]) == 2  # --official without --data-path
+    assert "--data-path" in capsys.readouterr().err
