@@ -140,7 +140,7 @@ def _run_data(args: argparse.Namespace) -> int:
 
 
 #: Modules that register further subcommands with :func:`command` when imported.
-COMMAND_MODULES: tuple[str, ...] = ("seps.bench", "seps.train")
+COMMAND_MODULES: tuple[str, ...] = ("seps.train", "seps.runner", "seps.report", "seps.bench")
 
 
 def _load_command_modules() -> None:
@@ -186,4 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    # Run through the canonical module: command modules register on ``seps.cli``, not on
+    # the ``__main__`` copy that ``python -m seps.cli`` creates.
+    from seps.cli import main as _main
+
+    raise SystemExit(_main())

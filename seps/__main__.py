@@ -1,0 +1,5 @@
+"""``python -m seps`` is ``seps-bench``."""
+
+from seps.cli import main
+
+raise SystemExit(main())

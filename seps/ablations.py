@@ -1,0 +1,430 @@
+"""Ablation definitions, named matrices and profiles, read from ``ablations/``.
+
+``ablations/differences.yaml`` lists every documented difference and every finding with
+its code and paper values; ``ablations/matrices/<name>.yaml`` lists the runs of a named
+matrix; ``ablations/profiles.yaml`` says how large a run is (``smoke``, ``quick``,
+``paper``). The runner, the docs and the reports read these files, so adding a
+difference is adding an entry to ``differences.yaml``.
+
+A matrix's ``runs`` entries are one of:
+
+- ``{id, preset, set: {switch: value}, train: {field: value}, paper_row}``: one run;
+- ``{expand: flip | revert, from: PRESET, to: PRESET, over: differences | findings}``:
+  one run per entry, ``from`` with that entry's switches set to their ``to`` value
+  (ids ``from+entry`` for flip, ``from-entry`` for revert);
+- ``{grid: {preset: [...], switch: [...], train.field: [...]}, id: TEMPLATE}``: the
+  Cartesian product; ``TEMPLATE`` may use ``{key}`` or ``{key:format}`` of grid keys.
+
+Every error names the file, the run and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import PRESETS, SEPSConfig, get_config
+
+#: TrainConfig fields a matrix or a profile may not set (they are where/how, not what).
+NON_SEMANTIC_TRAIN_FIELDS = ("out_dir", "cache_dir", "progress", "device")
+
+
+class AblationError(ValueError):
+    """A malformed ablation file; the message names the file, run and field."""
+
+
+def default_root() -> Path:
+    """``$SEPS_ABLATIONS``, else ``./ablations`` when present, else the repository's."""
+    env = os.environ.get("SEPS_ABLATIONS")
+    if env:
+        return Path(env)
+    local = Path.cwd() / "ablations"
+    if (local / "differences.yaml").exists():
+        return local
+    return Path(__file__).resolve().parents[1] / "ablations"
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.exists():
+        raise AblationError(f"{path}: file not found")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise AblationError(f"{path}: not valid YAML ({exc})") from exc
+
+
+def _train_fields() -> dict[str, dataclasses.Field[Any]]:
+    from .train import TrainConfig
+
+    return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _head_fields() -> set[str]:
+    return {f.name for f in dataclasses.fields(SEPSConfig)}
+
+
+# ---------------------------------------------------------------------- differences
+@dataclass(frozen=True)
+class Difference:
+    """One documented difference or finding (``ablations/differences.yaml``)."""
+
+    id: str
+    name: str
+    kind: str
+    description: str
+    spec: str
+    switches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    train: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    claimed_impact: str | None = None
+    number: int | None = None
+
+    def values(self, side: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(head switches, train fields) of ``side`` (``code`` or ``paper``)."""
+        return (
+            {k: v[side] for k, v in self.switches.items()},
+            {k: v[side] for k, v in self.train.items()},
+        )
+
+    def summary(self) -> str:
+        parts = [
+            f"{k}: {v['code']} -> {v['paper']}" for k, v in {**self.switches, **self.train}.items()
+        ]
+        return "; ".join(parts)
+
+
+def load_differences(root: Path | None = None) -> list[Difference]:
+    """Differences (``kind: difference``) then findings, in file order."""
+    path = (root or default_root()) / "differences.yaml"
+    doc = _read_yaml(path)
+    if not isinstance(doc, Mapping):
+        raise AblationError(f"{path}: expected a mapping with 'differences' and 'findings'")
+    out: list[Difference] = []
+    heads, trains = _head_fields(), _train_fields()
+    allowed = {f.name for f in dataclasses.fields(Difference)}
+    for section in ("differences", "findings"):
+        for i, entry in enumerate(doc.get(section) or []):
+            where = f"{path}: {section}[{i}]"
+            if not isinstance(entry, Mapping) or "id" not in entry:
+                raise AblationError(f"{where}: expected a mapping with an 'id'")
+            where = f"{path}: {section} entry {entry['id']!r}"
+            unknown = set(entry) - allowed
+            if unknown:
+                raise AblationError(f"{where}: unknown field(s) {sorted(unknown)}")
+            for key, known, what in (
+                ("switches", heads, "head switch"),
+                ("train", set(trains), "train field"),
+            ):
+                for name, sides in (entry.get(key) or {}).items():
+                    if name not in known:
+                        raise AblationError(f"{where}: unknown {what} {name!r}")
+                    if not isinstance(sides, Mapping) or set(sides) != {"code", "paper"}:
+                        raise AblationError(f"{where}: {key}.{name} needs 'code' and 'paper'")
+            missing = {"name", "kind", "description", "spec"} - set(entry)
+            if missing:
+                raise AblationError(f"{where}: missing field(s) {sorted(missing)}")
+            out.append(Difference(**entry))
+    return out
+
+
+# ---------------------------------------------------------------------------- runs
+@dataclass(frozen=True)
+class RunSpec:
+    """One variant of a matrix: a preset plus head and train overrides."""
+
+    id: str
+    preset: str
+    set: Mapping[str, Any] = field(default_factory=dict)
+    train: Mapping[str, Any] = field(default_factory=dict)
+    difference: str | None = None
+    paper_row: str | None = None
+
+    def describe(self) -> str:
+        """What differs from the preset, e.g. ``hrpa=mean_topk, dense_source=candidate``."""
+        items = [f"{k}={v}" for k, v in self.set.items()]
+        items += [f"{k}={v}" for k, v in self.train.items()]
+        return ", ".join(items) or "(preset)"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    seeds: tuple[int, ...]
+    head: Mapping[str, Any]
+    train: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    name: str
+    description: str
+    baseline: str
+    runs: tuple[RunSpec, ...]
+    path: Path
+
+    def run(self, run_id: str) -> RunSpec:
+        for r in self.runs:
+            if r.id == run_id:
+                return r
+        raise KeyError(run_id)
+
+
+def list_matrices(root: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))
+
+
+def _fmt_id(template: str, values: Mapping[str, Any]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        key, fmt = m.group(1), m.group(2) or ""
+        if key not in values:
+            raise KeyError(key)
+        return format(values[key], fmt)
+
+    return re.sub(r"\{([\w.]+)(?::([^}]*))?\}", sub, template)
+
+
+def _fmt_value(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _expand(entry: Mapping[str, Any], where: str, diffs: list[Difference]) -> list[RunSpec]:
+    mode = entry["expand"]
+    unknown = set(entry) - {"expand", "from", "to", "over"}
+    if unknown:
+        raise AblationError(f"{where}: unknown field(s) {sorted(unknown)} in an expand entry")
+    if mode not in ("flip", "revert"):
+        raise AblationError(
+            f"{where}: field 'expand': invalid value {mode!r}; allowed: flip, revert"
+        )
+    src, dst = entry.get("from"), entry.get("to")
+    for name, value in (("from", src), ("to", dst)):
+        if value not in ("code", "paper"):
+            raise AblationError(
+                f"{where}: field {name!r}: invalid value {value!r}; allowed: code, paper"
+            )
+    kinds = {"differences": "difference", "findings": "finding"}
+    over = entry.get("over", "differences")
+    if over not in kinds:
+        raise AblationError(
+            f"{where}: field 'over': invalid value {over!r}; allowed: differences, findings"
+        )
+    sep = "+" if mode == "flip" else "-"
+    runs = []
+    for d in diffs:
+        if d.kind != kinds[over]:
+            continue
+        head, train = d.values(dst)  # type: ignore[arg-type]
+        runs.append(
+            RunSpec(
+                id=f"{src}{sep}{d.id}",
+                preset=src,
+                set=head,
+                train=train,  # type: ignore[arg-type]
+                difference=d.id,
+            )
+        )
+    return runs
+
+
+def _grid(entry: Mapping[str, Any], where: str) -> list[RunSpec]:
+    unknown = set(entry) - {"grid", "id"}
+    if unknown:
+        raise AblationError(f"{where}: unknown field(s) {sorted(unknown)} in a grid entry")
+    grid = entry["grid"]
+    if not isinstance(grid, Mapping) or not grid:
+        raise AblationError(f"{where}: field 'grid': expected a mapping of field -> list of values")
+    keys = list(grid)
+    lists = []
+    for k in keys:
+        vals = grid[k] if isinstance(grid[k], list) else [grid[k]]
+        if not vals:
+            raise AblationError(f"{where}: grid field {k!r} has no values")
+        lists.append(vals)
+    runs = []
+    for combo in itertools.product(*lists):
+        values = dict(zip(keys, combo, strict=True))
+        preset = values.pop("preset", "code")
+        head = {k: v for k, v in values.items() if not k.startswith("train.")}
+        train = {k[len("train.") :]: v for k, v in values.items() if k.startswith("train.")}
+        if "id" in entry:
+            try:
+                rid = _fmt_id(str(entry["id"]), {"preset": preset, **values})
+            except (KeyError, ValueError) as exc:
+                raise AblationError(
+                    f"{where}: field 'id': bad template {entry['id']!r} ({exc})"
+                ) from exc
+        else:
+            rid = "/".join(
+                [
+                    preset,
+                    *(f"{k.removeprefix('train.')}={_fmt_value(v)}" for k, v in values.items()),
+                ]
+            )
+        runs.append(RunSpec(id=rid, preset=preset, set=head, train=train))
+    return runs
+
+
+def _single(entry: Mapping[str, Any], where: str) -> RunSpec:
+    allowed = {"id", "preset", "set", "train", "difference", "paper_row"}
+    unknown = set(entry) - allowed
+    if unknown:
+        raise AblationError(
+            f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+        )
+    if "id" not in entry:
+        raise AblationError(f"{where}: missing field 'id'")
+    for key in ("set", "train"):
+        if not isinstance(entry.get(key, {}), Mapping):
+            raise AblationError(f"{where}: field {key!r}: expected a mapping")
+    return RunSpec(
+        id=str(entry["id"]),
+        preset=entry.get("preset", "code"),
+        set=dict(entry.get("set", {})),
+        train=dict(entry.get("train", {})),
+        difference=entry.get("difference"),
+        paper_row=entry.get("paper_row"),
+    )
+
+
+def _validate_run(run: RunSpec, where: str) -> None:
+    if run.preset not in PRESETS:
+        raise AblationError(
+            f"{where}: run {run.id!r}: field 'preset': invalid value {run.preset!r}; "
+            f"allowed: {', '.join(PRESETS)}"
+        )
+    heads, trains = _head_fields(), _train_fields()
+    for k in run.set:
+        if k not in heads:
+            raise AblationError(f"{where}: run {run.id!r}: unknown switch {k!r}")
+    for k in run.train:
+        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
+            raise AblationError(f"{where}: run {run.id!r}: unknown train field {k!r}")
+    try:
+        get_config(run.preset, **run.set)
+    except ValueError as exc:
+        raise AblationError(f"{where}: run {run.id!r}: {exc}") from exc
+
+
+def load_matrix(name: str, root: Path | None = None) -> Matrix:
+    """A named matrix (``ablations/matrices/<name>.yaml``) or a path to a matrix file."""
+    root = root or default_root()
+    path = Path(name) if name.endswith((".yaml", ".yml")) else root / "matrices" / f"{name}.yaml"
+    if not path.exists():
+        known = ", ".join(list_matrices(root))
+        raise AblationError(f"{path}: matrix file not found; known matrices: {known}")
+    doc = _read_yaml(path)
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("runs"), list):
+        raise AblationError(f"{path}: expected a mapping with a 'runs' list")
+    diffs = load_differences(root)
+    runs: list[RunSpec] = []
+    for i, entry in enumerate(doc["runs"]):
+        where = f"{path}: runs[{i}]"
+        if not isinstance(entry, Mapping):
+            raise AblationError(f"{where}: expected a mapping")
+        if "expand" in entry:
+            runs += _expand(entry, where, diffs)
+        elif "grid" in entry:
+            runs += _grid(entry, where)
+        else:
+            runs.append(_single(entry, where))
+    seen: set[str] = set()
+    for r in runs:
+        _validate_run(r, str(path))
+        if r.id in seen:
+            raise AblationError(f"{path}: run {r.id!r}: duplicate run id")
+        seen.add(r.id)
+    baseline = str(doc.get("baseline", runs[0].id if runs else ""))
+    if baseline not in seen:
+        raise AblationError(
+            f"{path}: field 'baseline': {baseline!r} is not a run id of this matrix"
+        )
+    return Matrix(
+        name=str(doc.get("name", path.stem)),
+        description=str(doc.get("description", "")).strip(),
+        baseline=baseline,
+        runs=tuple(runs),
+        path=path,
+    )
+
+
+def load_profile(name: str, root: Path | None = None) -> Profile:
+    path = (root or default_root()) / "profiles.yaml"
+    doc = _read_yaml(path)
+    if not isinstance(doc, Mapping) or name not in doc:
+        known = ", ".join(doc) if isinstance(doc, Mapping) else ""
+        raise AblationError(f"{path}: unknown profile {name!r}; known: {known}")
+    entry = doc[name]
+    where = f"{path}: profile {name!r}"
+    unknown = set(entry) - {"description", "seeds", "head", "train"}
+    if unknown:
+        raise AblationError(f"{where}: unknown field(s) {sorted(unknown)}")
+    heads, trains = _head_fields(), _train_fields()
+    for k in entry.get("head") or {}:
+        if k not in heads:
+            raise AblationError(f"{where}: unknown head field {k!r}")
+    for k in entry.get("train") or {}:
+        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
+            raise AblationError(f"{where}: unknown train field {k!r}")
+    return Profile(
+        name=name,
+        description=str(entry.get("description", "")),
+        seeds=tuple(int(s) for s in entry.get("seeds", [0])),
+        head=dict(entry.get("head") or {}),
+        train=dict(entry.get("train") or {}),
+    )
+
+
+# ------------------------------------------------------------------------ resolution
+def resolve(
+    run: RunSpec, profile: Profile, seed: int, **train_overrides: Any
+) -> tuple[Any, SEPSConfig]:
+    """(TrainConfig, SEPSConfig) of ``run`` under ``profile`` and ``seed``.
+
+    Head: the run's preset, then the profile's sizes, then the run's switches. Train:
+    defaults, then the profile, then the run's train fields, then ``train_overrides``
+    (dataset, data path, device... from the command line).
+    """
+    from .train import TrainConfig
+
+    head = get_config(run.preset, **{**profile.head, **run.set})
+    values = {**profile.train, **run.train, **train_overrides, "seed": seed}
+    if "lr_milestones" in values:
+        values["lr_milestones"] = tuple(values["lr_milestones"])
+    return TrainConfig(**values), head
+
+
+def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = ()) -> str:
+    """Hash of the fully resolved configs (without where/how fields and ``exclude``)."""
+    t = {
+        k: v
+        for k, v in train_cfg.to_dict().items()
+        if k not in NON_SEMANTIC_TRAIN_FIELDS and k not in exclude
+    }
+    blob = json.dumps({"head": head.to_dict(), "train": t}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+__all__ = [
+    "AblationError",
+    "Difference",
+    "Matrix",
+    "Profile",
+    "RunSpec",
+    "config_key",
+    "default_root",
+    "list_matrices",
+    "load_differences",
+    "load_matrix",
+    "load_profile",
+    "resolve",
+]

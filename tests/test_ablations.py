@@ -1,0 +1,120 @@
+"""Ablation definitions, matrices and profiles (ablations/*.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seps.ablations import (
+    AblationError,
+    config_key,
+    list_matrices,
+    load_differences,
+    load_matrix,
+    load_profile,
+    resolve,
+)
+from seps.config import get_config
+
+
+def test_seven_differences_and_findings_match_the_presets():
+    diffs = load_differences()
+    kinds = [d.kind for d in diffs]
+    assert kinds.count("difference") == 7 and kinds.count("finding") == 4
+    code, paper = get_config("code"), get_config("paper")
+    for d in diffs:
+        if d.kind == "difference":
+            head_code, _ = d.values("code")
+            head_paper, _ = d.values("paper")
+            for k in head_code:
+                assert getattr(code, k) == head_code[k]
+                assert getattr(paper, k) == head_paper[k]
+
+
+def test_seven_differences_matrix_expands_flips_and_reverts():
+    m = load_matrix("seven-differences")
+    ids = [r.id for r in m.runs]
+    assert len(ids) == 16 and ids[0] == "code" and "paper" in ids
+    flip = m.run("code+hrpa")
+    assert flip.preset == "code" and dict(flip.set) == {"hrpa": "mean_topk"}
+    revert = m.run("paper-scoring")
+    assert revert.preset == "paper" and dict(revert.set) == {"scoring": "code"}
+    # Flipping all seven differences of code gives exactly the paper preset's switches.
+    cfg = get_config(
+        "code", **{k: v for r in m.runs if r.id.startswith("code+") for k, v in r.set.items()}
+    )
+    paper = get_config("paper")
+    for k in (
+        "scoring",
+        "dense_fusion",
+        "aggregation",
+        "hrpa",
+        "similarity_activation",
+        "decision",
+        "ratio_loss",
+    ):
+        assert getattr(cfg, k) == getattr(paper, k)
+
+
+def test_every_named_matrix_loads():
+    names = list_matrices()
+    assert {
+        "seven-differences",
+        "findings",
+        "paper-modules",
+        "selection-ratio",
+        "coefficients",
+        "training-protocol",
+    } <= set(names)
+    for name in names:
+        assert load_matrix(name).runs
+
+
+def test_grid_ids_and_train_fields():
+    m = load_matrix("findings")
+    run = m.run("paper/dense_source=candidate")
+    assert dict(run.train) == {"dense_source": "candidate"} and run.preset == "paper"
+    assert load_matrix("coefficients").run("l1=0.25,l2=0.75").set["lambda_dense"] == 0.75
+
+
+def test_resolve_and_keys():
+    m, p = load_matrix("seven-differences"), load_profile("smoke")
+    t, h = resolve(m.run("code+scoring"), p, 3)
+    assert h.scoring == "paper" and h.embed_size == p.head["embed_size"] and t.seed == 3
+    t0, h0 = resolve(m.run("code"), p, 3)
+    assert config_key(t, h) != config_key(t0, h0)
+    t1, h1 = resolve(m.run("code"), p, 3, device="cpu", out_dir="elsewhere")
+    assert config_key(t0, h0) == config_key(t1, h1), "where/how fields must not change the key"
+
+
+def _write(tmp_path, text: str) -> str:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("runs: [{id: a, preset: code, set: {hrpa: max}}]", r"m.yaml.*run 'a'.*'hrpa'.*'max'"),
+        ("runs: [{id: a, set: {bogus: 1}}]", r"m.yaml.*run 'a'.*unknown switch 'bogus'"),
+        ("runs: [{id: a, train: {epochz: 1}}]", r"m.yaml.*run 'a'.*unknown train field 'epochz'"),
+        ("runs: [{id: a, preset: nope}]", r"m.yaml.*run 'a'.*'preset'.*'nope'"),
+        ("runs: [{id: a}, {id: a}]", r"m.yaml.*run 'a'.*duplicate"),
+        ("runs: [{preset: code}]", r"m.yaml: runs\[0\].*missing field 'id'"),
+        ("runs: [{expand: swap, from: code, to: paper}]", r"m.yaml: runs\[0\].*'expand'.*'swap'"),
+        ("runs: [{id: a, colour: red}]", r"m.yaml: runs\[0\].*unknown field.*colour"),
+        ("runs: {a: 1}", r"m.yaml.*'runs' list"),
+        ("runs: [{id: a}]\nbaseline: b", r"m.yaml.*'baseline'.*'b'"),
+        ("runs: [", r"m.yaml.*not valid YAML"),
+    ],
+)
+def test_malformed_matrix_errors_name_file_run_and_field(tmp_path, text, pattern):
+    with pytest.raises(AblationError, match=pattern):
+        load_matrix(_write(tmp_path, text))
+
+
+def test_unknown_matrix_and_profile():
+    with pytest.raises(AblationError, match="matrix file not found; known matrices"):
+        load_matrix("no-such-matrix")
+    with pytest.raises(AblationError, match="unknown profile 'huge'"):
+        load_profile("huge")
