@@ -104,6 +104,7 @@ class TrainConfig:
     max_violation_from: int = 1
     augment: bool = True
     max_steps_per_epoch: int | None = None
+    dropout: float | None = None
     seed: int = 0
     device: str = "auto"
     dense_source: str = "query"
@@ -529,6 +530,98 @@ def _log_line(rec: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in a ``torchrun`` job (world 1 without one)."""
+
+    world: int = 1
+    rank: int = 0
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_name: str) -> tuple[Dist, torch.device]:
+    """Join the process group that ``torchrun`` describes in the environment (NCCL on
+    CUDA, gloo on the CPU); without ``WORLD_SIZE > 1`` this is a plain single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist(), resolve_device(device_name)
+    import torch.distributed as dist
+
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device_name != "cpu" and torch.cuda.is_available()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    device = torch.device(f"cuda:{local}") if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    return Dist(world, rank, local), device
+
+
+def _barrier(d: Dist) -> None:
+    if d.world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+class TrainStep(torch.nn.Module):
+    """Encoders and head for one training batch (the module DDP wraps).
+
+    Under ``torchrun`` each rank encodes its contiguous slice of the batch; the embeddings
+    are all-gathered with their gradient, in rank order, so every rank scores the whole
+    ``(B, B)`` batch exactly as a single process would. The all-gather's backward sums
+    the ranks' (identical) loss gradients and DDP then averages the parameter gradients,
+    which gives the single-process gradient.
+    """
+
+    def __init__(self, model: SEPSModel, world: int, frozen: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.world = world
+        self.frozen = frozen
+
+    def _gather(self, x: Tensor) -> Tensor:
+        if self.world == 1:
+            return x
+        from torch.distributed.nn.functional import all_gather
+
+        return torch.cat(all_gather(x.contiguous()), dim=0)
+
+    def _text(self, x: Tensor, lens: Tensor) -> Tensor:
+        m = self.model
+        return m.project_texts(x) if self.frozen else m.encode_texts(x, lens)
+
+    def forward(
+        self,
+        img_in: Tensor,
+        cap_in: Tensor,
+        cap_lens_local: Tensor,
+        cap_lens: Tensor,
+        dense_in: Tensor | None,
+        dense_lens_local: Tensor | None,
+        dense_lens: Tensor | None,
+    ) -> Any:
+        m = self.model
+        img = m.project_images(img_in) if self.frozen else m.encode_images(img_in)
+        img = self._gather(img.float())
+        cap = self._gather(self._text(cap_in, cap_lens_local).float())
+        dense = None
+        if dense_in is not None and dense_lens_local is not None:
+            dense = self._gather(self._text(dense_in, dense_lens_local).float())
+        return m(img, cap, cap_lens, dense, dense_lens)
+
+
+def set_dropout(module: torch.nn.Module, p: float) -> None:
+    """Set every dropout probability of ``module`` (``TrainConfig.dropout``)."""
+    for m in module.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = p
+
+
 def train(
     cfg: TrainConfig,
     seps_cfg: SEPSConfig,
@@ -544,12 +637,18 @@ def train(
     """
     from tqdm.auto import tqdm
 
-    device = resolve_device(cfg.device)
+    dist, device = init_distributed(cfg.device)
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if dist.main:
+        out.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg.seed)
+    if dist.main:  # rank 0 generates the data and trains the tokenizer first
+        build_run(cfg, seps_cfg)
+    _barrier(dist)
     tokenizer, spec, data_dir = build_run(cfg, seps_cfg)
     model = build_model(spec, seps_cfg).to(device)
+    if cfg.dropout is not None:
+        set_dropout(model, cfg.dropout)
     seps_cfg = model.config
     if cfg.protocol == "partial":
         freeze_first_layers(model.img_enc.visual_encoder, cfg.freeze_layers)
@@ -566,11 +665,31 @@ def train(
             )
         except ValueError:
             val_split = None  # no dev split: per-epoch validation is skipped
+    if not dist.main:
+        val_split = None  # rank 0 validates
     train_feats = val_feats = None
     if cfg.protocol == "frozen":
+        if dist.main:
+            cached_features(model, train_split, cfg, spec, device, "train")
+        _barrier(dist)
         train_feats = cached_features(model, train_split, cfg, spec, device, "train")
         if val_split is not None:
             val_feats = cached_features(model, val_split, cfg, spec, device, "val")
+    if cfg.batch_size % dist.world:
+        raise ValueError(
+            f"train config field 'batch_size': {cfg.batch_size} is not divisible by the "
+            f"{dist.world} processes"
+        )
+    step: torch.nn.Module = TrainStep(model, dist.world, cfg.protocol == "frozen")
+    if dist.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        step = DistributedDataParallel(
+            step,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            # BERT's pooler and frozen parts never receive a gradient.
+            find_unused_parameters=True,
+        )
 
     optimizer = torch.optim.AdamW(
         parameter_groups(model, cfg.lr, cfg.backbone_lr_mult),
@@ -620,39 +739,41 @@ def train(
         ratio_sums: dict[str, float] = {}
         steps = 0
         bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
+        per_rank = cfg.batch_size // dist.world
+        local = slice(dist.rank * per_rank, (dist.rank + 1) * per_rank)
         for i in bar:
             caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
             imgs = c2i[caps].tolist()
             img_ids = torch.tensor(imgs, device=device)
+            dense_in = dlens_local = dlens = None
             with autocast:
                 if train_feats is not None:
-                    img = model.project_images(train_feats["img"][imgs].to(device))
+                    img_in = train_feats["img"][imgs[local]]
                     lens = train_feats["cap_lens"][caps]
-                    cap = model.project_texts(
-                        train_feats["cap"][caps][:, : int(lens.max())].to(device)
-                    )
-                    dlens = train_feats["dense_lens"][imgs]
-                    dense = (
-                        model.project_texts(
-                            train_feats["dense"][imgs][:, : int(dlens.max())].to(device)
-                        )
-                        if use_dense
-                        else None
-                    )
+                    cap_in = train_feats["cap"][caps[local]][:, : int(lens.max())]
+                    if use_dense:
+                        dlens = train_feats["dense_lens"][imgs]
+                        dense_in = train_feats["dense"][imgs[local]][:, : int(dlens.max())]
                 else:
-                    img = model.encode_images(train_split.images.batch(imgs).to(device))
+                    img_in = train_split.images.batch(imgs[local])
+                    # Every rank tokenises and augments the whole batch, so that the
+                    # random draws and the padding match a single process.
                     ids, lens = train_split.captions.batch(caps, text_rng)
-                    cap = model.encode_texts(ids.to(device), lens.to(device))
-                    dense = dlens = None
+                    cap_in = ids[local]
                     if use_dense:
                         dids, dlens = train_split.dense.batch(imgs, text_rng)
-                        dense = model.encode_texts(dids.to(device), dlens.to(device))
-                sims, masks = model(
-                    img.float(),
-                    cap.float(),
+                        dense_in = dids[local]
+                if dense_in is not None and dlens is not None:
+                    dense_in, dlens_local = dense_in.to(device), dlens[local].to(device)
+                    dlens = dlens.to(device)
+                sims, masks = step(
+                    img_in.to(device),
+                    cap_in.to(device),
+                    lens[local].to(device),
                     lens.to(device),
-                    None if dense is None else dense.float(),
-                    None if dlens is None else dlens.to(device),
+                    dense_in,
+                    dlens_local,
+                    dlens,
                 )
                 alpha = i / n_batches if (cfg.warmup and epoch == 0) else 1.0
                 loss = criterion(
@@ -691,6 +812,9 @@ def train(
         state.history.append(rec)
         state.epoch = epoch
         state.train_seconds += seconds
+        if not dist.main:
+            _barrier(dist)
+            continue
         atomic_torch_save(
             ckpt_path,
             {
@@ -704,11 +828,14 @@ def train(
                 "format": "seps-bench/1",
             },
         )
+        _barrier(dist)
         if cfg.progress:
             print(_log_line(rec), flush=True)
         if stop_after_epoch is not None and epoch >= stop_after_epoch:
             return {"interrupted_after_epoch": epoch}
 
+    if not dist.main:
+        return {"rank": dist.rank}
     return finish(cfg, model, tokenizer, data_dir, device, state, spec)
 
 
@@ -864,6 +991,11 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
         help="dev images evaluated after every epoch (0: none)",
     )
     p.add_argument("--no-augment", action="store_true", help="no caption augmentation")
+    p.add_argument(
+        "--dropout",
+        type=float,
+        help="set every dropout probability of both backbones (default: theirs)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
 
 
@@ -894,6 +1026,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         "synth_images",
         "max_steps_per_epoch",
         "val_images",
+        "dropout",
     ):
         if hasattr(args, name):
             values[name] = getattr(args, name)
@@ -914,6 +1047,8 @@ def _run_train(args: argparse.Namespace) -> int:
     seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
     cfg = train_config_from_args(args)
     result = train(cfg, seps_cfg, resume=args.resume)
+    if "metrics" not in result:  # a non-zero torchrun rank: rank 0 reports
+        return 0
     print(
         _summary(result) + f" | train {result['train_seconds']:.0f}s -> {cfg.out_dir}/result.json"
     )
