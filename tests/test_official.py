@@ -109,8 +109,9 @@ def _tiny_official_checkpoint(tmp_path, *, drop: str | None = None):
     torch.manual_seed(0)
     vcfg, tcfg = tiny_vision_config("vit", 32), tiny_bert_config(50)
     img_enc, txt_enc = ImageEncoder(vcfg, C, image_size=32), TextEncoder(tcfg, C)
-    cfg = get_config("code", embed_size=C, num_patches=img_enc.num_patches, sparse_ratio=0.5,
-                     aggr_ratio=0.4)
+    cfg = get_config(
+        "code", embed_size=C, num_patches=img_enc.num_patches, sparse_ratio=0.5, aggr_ratio=0.4
+    )
     model = SEPSModel(img_enc, txt_enc, SEPSHead(cfg)).eval()
     sd = {f"img_enc.{k}": v for k, v in img_enc.state_dict().items()}
     sd.update({f"txt_enc.{k}": v for k, v in txt_enc.state_dict().items()})
@@ -147,7 +148,7 @@ def test_official_full_checkpoint_errors(tmp_path):
     from seps.official import load_checkpoint
 
     path, _, vcfg, tcfg = _tiny_official_checkpoint(tmp_path, drop="txt_enc.fc.bias")
-    with pytest.raises(CheckpointError, match="missing keys: txt_enc.fc.bias"):
+    with pytest.raises(CheckpointError, match=r"missing keys: txt_enc\.fc\.bias"):
         load_checkpoint(path, vision=vcfg, text=tcfg)
     bad = tmp_path / "not_a_checkpoint.pth"
     torch.save({"weights": 1}, bad)
