@@ -12,9 +12,25 @@ and ``col_i = max_j S_pw[j, i]``:
 ``R = Linear(k, 2k) -> GELU -> Linear(2k, 1)`` is shared by both directions;
 top-k lists with fewer than k real values are zero-padded, as in the reference
 re-implementation.
+
+Batched evaluation (:func:`patch_word_scores`, :meth:`HRPA.reduce`). The head never
+materialises the alignment tokens per (image, text) pair in their normalised form:
+
+- ``<u_j, l2n(A_i)> = <u_j, A_i> / ||A_i||`` (column scale), so the normalisation is
+  one scale per column of ``S_pw`` instead of a pass over ``N_c x C`` values;
+- two contraction orders give ``<u_j, A_i>`` for ``A = W x`` (W: ``N_c x N``):
+  *direct* ``U (W x)^T`` costs ``N_c N C + M N_c C`` multiply-adds per pair, and
+  *gram* ``(U x^T) W^T`` with ``||A_i||^2 = W_i G W_i^T``, ``G = x x^T`` once per
+  image, costs ``M N C + M N N_c + N_c N^2``; ``U x^T`` is then one large GEMM over
+  all texts. Gram wins for short captions (sparse: M ~ 20), direct for long ones
+  (dense: M ~ 120); :func:`use_gram` picks the cheaper per branch;
+- the activation is monotone, so ``act(max(s)) = max(act(s))``: it is applied to
+  the row and column maxima only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -94,5 +110,142 @@ class HRPA(nn.Module):
             out = out + self.relevance_mlp(top).squeeze(-1).sum(0)
         return out
 
+    def reduce(
+        self,
+        s: Tensor,
+        col_scale: Tensor | None,
+        word_mask: Tensor,
+        token_mask: Tensor | None,
+        rowcol: RowColFn | None = None,
+    ) -> Tensor:
+        """Similarities ``(B,)`` from raw patch-word products (the HRPA hot path).
 
-__all__ = ["HRPA"]
+        s: ``(B, M, L)`` with ``s[b, j, i] = <u_j, T_i> / col_scale[b, i]`` before the
+        activation; col_scale: ``(B, L)`` multiplier of each column (``1/||T_i||``) or
+        ``None``; word_mask ``(B, M)`` and token_mask ``(B, L)`` (``None`` = all valid)
+        mark the real words and tokens. ``rowcol`` computes the masked row and column
+        maxima (:func:`row_col_max`, or a fused kernel).
+        """
+        row, col = (rowcol or row_col_max)(s, col_scale, word_mask, token_mask)
+        if self.config.similarity_activation == "leaky_relu":
+            # Monotone: the activation of the maximum is the maximum of the activations.
+            row = F.leaky_relu(row, negative_slope=0.1)
+            col = F.leaky_relu(col, negative_slope=0.1)
+        out = torch.zeros(s.shape[0], dtype=s.dtype, device=s.device)
+        if self.config.hrpa in ("mean", "mean_topk"):
+            out = out + _masked_mean(row, word_mask) + _masked_mean(col, token_mask)
+        if self.relevance_mlp is not None:
+            k = self.config.top_k
+            top = torch.stack([_topk_padded(row, word_mask, k), _topk_padded(col, token_mask, k)])
+            out = out + self.relevance_mlp(top).squeeze(-1).sum(0)
+        return out
+
+
+#: ``rowcol(s, col_scale, word_mask, token_mask) -> (row (B, M), col (B, L))``
+RowColFn = Callable[[Tensor, "Tensor | None", Tensor, "Tensor | None"], tuple[Tensor, Tensor]]
+
+
+def row_col_max(
+    s: Tensor, col_scale: Tensor | None, word_mask: Tensor, token_mask: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """Masked maxima of ``s * col_scale``: ``row (B, M)`` over valid tokens and
+    ``col (B, L)`` over real words (SPEC.md step 8). Rows of padding words and
+    columns of invalid tokens hold unspecified values; callers mask them."""
+    if col_scale is not None:
+        s = s * col_scale.unsqueeze(1)
+    row = _masked_max(s, None if token_mask is None else token_mask.unsqueeze(1), dim=2)
+    col = _masked_max(s, word_mask.unsqueeze(2), dim=1)
+    return row, col
+
+
+def use_gram(words: int, patches: int, aggregated: int, dim: int) -> bool:
+    """Whether the gram order is cheaper than the direct one (multiply-adds per pair)."""
+    direct = aggregated * patches * dim + words * aggregated * dim + patches * dim
+    gram = words * patches * dim + words * patches * aggregated + aggregated * patches**2
+    return gram < direct
+
+
+def _inv_norm(sq: Tensor) -> Tensor:
+    """``1 / max(||v||, 1e-12)`` from ``||v||^2`` (the eps of ``l2n``)."""
+    return torch.sqrt(sq.clamp(min=0.0)).clamp(min=1e-12).reciprocal()
+
+
+def patch_word_scores(
+    words: Tensor,
+    x: Tensor,
+    cls_n: Tensor | None,
+    agg_weights: Tensor | None,
+    extra_weights: Tensor,
+    gram: Tensor | None = None,
+    body_masks: tuple[Tensor, ...] = (),
+    xn: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Raw ``S_pw`` of one image against a chunk of texts (SPEC.md steps 7-8).
+
+    The alignment tokens are ``T = l2n([cls, body..., e])`` where the body is
+    ``A = agg_weights @ x`` (aggregation) or the patches marked by each of
+    ``body_masks`` (``aggregation='none'``; two masks under ``fused``), and the
+    extra token is ``e = extra_weights @ x``.
+
+    Args:
+        words: ``(B, M, C)`` normalised words of the texts.
+        x: ``(N, C)`` unnormalised patches of the image.
+        cls_n: ``(C,)`` normalised ``[CLS]`` or ``None``.
+        agg_weights: ``(B, N_c, N)`` aggregation weights, or ``None`` without aggregation.
+        extra_weights: ``(B, N)`` weights of the extra token.
+        gram: ``(N, N)`` ``x x^T``: use the gram order (see the module docstring).
+        body_masks: ``(B, N)`` bool masks of the selected patches (no aggregation).
+        xn: ``(N, C)`` normalised patches (no aggregation).
+
+    Returns:
+        ``s (B, M, L)``, ``col_scale (B, L)`` and ``token_mask (B, L)`` (``None`` when
+        every token is valid), for :meth:`HRPA.reduce`.
+    """
+    b, m, _ = words.shape
+    blocks: list[Tensor] = []
+    scales: list[Tensor] = []
+    masks: list[Tensor] = []
+    ones = torch.ones(b, 1, dtype=words.dtype, device=words.device)
+    true = torch.ones(b, 1, dtype=torch.bool, device=words.device)
+    if cls_n is not None:
+        blocks.append((words @ cls_n).unsqueeze(-1))  # (B, M, 1)
+        scales.append(ones)
+        masks.append(true)
+    if gram is not None:
+        # Gram order: P[b, j, n] = <u_j, x_n>, one GEMM for the whole chunk.
+        p = (words.reshape(b * m, -1) @ x.t()).view(b, m, -1)  # (B, M, N)
+        if agg_weights is not None:
+            blocks.append(torch.bmm(p, agg_weights.transpose(1, 2)))  # (B, M, N_c)
+            n_c = agg_weights.shape[1]
+            wg = (agg_weights.reshape(b * n_c, -1) @ gram).view(b, n_c, -1)
+            scales.append(_inv_norm((wg * agg_weights).sum(-1)))
+        blocks.append(torch.bmm(p, extra_weights.unsqueeze(-1)))  # (B, M, 1)
+        scales.append(_inv_norm(((extra_weights @ gram) * extra_weights).sum(-1, keepdim=True)))
+    else:
+        if agg_weights is not None:
+            n_c = agg_weights.shape[1]
+            a = (agg_weights.reshape(b * n_c, -1) @ x).view(b, n_c, -1)  # (B, N_c, C)
+            blocks.append(torch.bmm(words, a.transpose(1, 2)))
+            scales.append(_inv_norm((a * a).sum(-1)))
+        e = extra_weights @ x  # (B, C)
+        blocks.append(torch.bmm(words, e.unsqueeze(-1)))
+        scales.append(_inv_norm((e * e).sum(-1, keepdim=True)))
+    if agg_weights is not None:
+        masks.append(torch.ones(b, agg_weights.shape[1], dtype=torch.bool, device=words.device))
+    if body_masks:
+        assert xn is not None
+        # Without aggregation the body is the selected patches themselves: their
+        # cosines with every word, repeated once per selection, masked per pair.
+        sx = (words.reshape(b * m, -1) @ xn.t()).view(b, m, -1)  # (B, M, N)
+        for mask in body_masks:
+            blocks.insert(len(blocks) - 1, sx)
+            scales.insert(len(scales) - 1, torch.ones_like(mask, dtype=words.dtype))
+            masks.append(mask)
+    masks.append(true)
+    s = torch.cat(blocks, dim=2)
+    col_scale = torch.cat(scales, dim=1)
+    token_mask = torch.cat(masks, dim=1) if body_masks else None
+    return s, col_scale, token_mask
+
+
+__all__ = ["HRPA", "RowColFn", "patch_word_scores", "row_col_max", "use_gram"]

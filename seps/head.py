@@ -5,36 +5,82 @@ returns ``sims (B_v, B_t)`` in eval mode and ``(sims, masks)`` in train mode,
 where ``masks`` maps each selection branch (``"sparse"``, ``"dense"``) to its
 decision matrix D of shape ``(B_v, B_t, N)``.
 
-The head is batched over texts: all texts of a chunk are processed with tensor
-operations, and ``text_chunk_size`` only bounds the memory (the result does not
-depend on it).
+The head is batched over texts: for each image, all texts of a chunk are
+processed with tensor operations, and ``text_chunk_size`` only bounds the memory
+(the result does not depend on it). ``impl`` selects one of the interchangeable
+kernel implementations of :mod:`seps.kernels` (``batched`` by default).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
-from .aggregation import TokenAggregation
-from .alignment import HRPA
+from .aggregation import TokenAggregation, pair_weights
+from .alignment import HRPA, patch_word_scores, use_gram
 from .config import SEPSConfig, get_config
 from .selection import (
     PatchSelector,
-    Selection,
+    guide_scores,
     image_self_attention,
     l2n,
     length_mask,
-    text_guided_attention,
+    text_global,
 )
+
+if TYPE_CHECKING:
+    from .kernels import Kernel, KernelOps
 
 
 def has_cls_token(num_tokens: int) -> bool:
     """SPEC.md: ``L_v`` not a perfect square means the first token is ``[CLS]``."""
     root = math.isqrt(num_tokens)
     return root * root != num_tokens
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One alignment against one caption kind: ``words`` (the caption the tokens are
+    aligned against), ``branches`` (the selections whose tokens it uses: one, or two
+    under ``fused``) and whether it uses the gram contraction order."""
+
+    words: str
+    branches: tuple[str, ...]
+    gram: bool
+
+
+@dataclass
+class _ImageState:
+    """Text-independent tensors of the images, computed once per forward pass."""
+
+    x: Tensor  # (B_v, N, C) spatial tokens
+    x_sel: Tensor  # x, detached under detach_selection
+    xn: Tensor  # (B_v, N, C) l2n(x), no gradient
+    xn64: Tensor  # xn in float64 (step 3, see guide_scores)
+    s_im: Tensor  # (B_v, N) image self-attention
+    s_p: dict[str, Tensor | None]  # score predictor per branch (paper scoring)
+    exp_logits: dict[str, Tensor]  # (B_v, N, N_c) aggregation exp-logits per branch
+    cls_n: Tensor | None  # (B_v, C) l2n([CLS])
+
+
+def _dense_runs(dense: _Text | None) -> tuple[Tensor, Tensor] | None:
+    """Runs of identical consecutive dense captions: ``(rep, first)`` with ``first`` the
+    index of each run's first text and ``rep[t]`` the run of text ``t``; ``None`` when
+    no two consecutive dense captions are equal (nothing to save)."""
+    if dense is None or dense.raw.shape[0] < 2:
+        return None
+    raw, lens = dense.raw, dense.lens
+    same = (raw[1:] == raw[:-1]).flatten(1).all(dim=1) & (lens[1:] == lens[:-1])
+    if not bool(same.any()):
+        return None
+    new_run = torch.cat([same.new_ones(1), ~same])
+    rep = torch.cumsum(new_run.long(), 0) - 1
+    first = torch.nonzero(new_run).flatten()
+    return rep, first
 
 
 @dataclass
@@ -54,9 +100,21 @@ class SEPSHead(nn.Module):
         config: the switches; see :class:`seps.config.SEPSConfig`.
         text_chunk_size: texts processed per step; ``None`` picks a size that keeps
             the per-step working set near ``memory_budget_mb``.
-        memory_budget_mb: target size of the per-chunk intermediates when
-            ``text_chunk_size`` is ``None``.
+        memory_budget_mb: upper bound on the size of the per-chunk intermediates
+            when ``text_chunk_size`` is ``None``.
+        impl: the implementation of the selection and HRPA kernels, a name of
+            :data:`seps.kernels.IMPLEMENTATIONS`: ``batched`` (default), ``loop``
+            (the literal per-text loop of SPEC.md, the benchmark baseline),
+            ``compiled`` (``batched`` under ``torch.compile``) or ``triton`` (fused
+            CUDA kernels; needs CUDA and Triton). All give the same similarities
+            within 1e-5 and share the parameters, so ``state_dict`` is the same.
+        alignment_order: ``auto`` (default), ``direct`` or ``gram``: the contraction
+            order of the patch-word products (see :mod:`seps.alignment`); only the
+            speed and float rounding differ.
     """
+
+    #: Target per-chunk working set (MB) of the automatic text chunk: cache-sized.
+    cache_budget_mb: float = 24.0
 
     def __init__(
         self,
@@ -64,13 +122,21 @@ class SEPSHead(nn.Module):
         *,
         text_chunk_size: int | None = None,
         memory_budget_mb: float = 512.0,
+        impl: str = "batched",
+        alignment_order: str = "auto",
     ) -> None:
         super().__init__()
         self.config = config or get_config("code")
         if text_chunk_size is not None and text_chunk_size < 1:
             raise ValueError(f"text_chunk_size: invalid value {text_chunk_size!r}; allowed: >= 1")
+        if alignment_order not in ("auto", "direct", "gram"):
+            raise ValueError(
+                f"alignment_order: invalid value {alignment_order!r}; allowed: auto, direct, gram"
+            )
         self.text_chunk_size = text_chunk_size
         self.memory_budget_mb = memory_budget_mb
+        self.alignment_order = alignment_order
+        self.impl = impl
         self.selectors = nn.ModuleDict(
             {b: PatchSelector(self.config) for b in self.config.branches}
         )
@@ -78,6 +144,23 @@ class SEPSHead(nn.Module):
             None if self.config.aggregation == "none" else TokenAggregation(self.config)
         )
         self.hrpa = HRPA(self.config)
+
+    @property
+    def impl(self) -> str:
+        """Name of the kernel implementation in use (see ``impl`` above)."""
+        return self._impl
+
+    @impl.setter
+    def impl(self, name: str) -> None:
+        from .kernels import get_kernel
+
+        self._kernel = get_kernel(name)  # raises ValueError naming the allowed values
+        self._impl = name
+
+    @property
+    def kernel(self) -> Kernel:
+        """The :class:`seps.kernels.Kernel` behind :attr:`impl`."""
+        return self._kernel
 
     # ------------------------------------------------------------------ checks
     def _check_inputs(
@@ -143,140 +226,253 @@ class SEPSHead(nn.Module):
         caption paired with each text (needed unless ``dense_fusion='none'``).
         """
         self._check_inputs(img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+        if not self.config.uses_dense:
+            long_cap_embs = long_cap_lens = None
+        return self.kernel.forward(self, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+
+    def batched_forward(
+        self,
+        img_embs: Tensor,
+        cap_embs: Tensor,
+        cap_lens: Tensor,
+        long_cap_embs: Tensor | None,
+        long_cap_lens: Tensor | None,
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        """The batched implementation (``impl="batched"``, also used by the others).
+
+        Per-image work is done once per image: ``xn``, ``s_im``, the score predictor,
+        the aggregation logits and ``E = exp(scale * logits - shift)``, the Gram
+        matrix ``x x^T`` and ``[CLS]``. The loop then runs over images and, for each,
+        over chunks of texts, so that every per-pair step is a GEMM or a batched
+        matrix product over the texts of the chunk with the image's tensors shared
+        (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``).
+
+        Repeated dense captions: the official loader repeats each image's dense
+        caption for its 5 captions (SPEC.md "Inputs"). Where the dense branch depends
+        on the text only through its dense caption (``scoring='code'`` or
+        ``dense_fusion='dense_only'``, an alignment against the dense words only),
+        evaluation without gradient computes that branch once per run of identical
+        consecutive dense captions and repeats the result. Training never does this
+        (each pair has its own Gumbel draws, and the dense embeddings' gradients must
+        stay per row).
+        """
+        cfg = self.config
+        st = self._image_state(img_embs)
+        b_v, n = st.x.shape[:2]
+        b_t = cap_embs.shape[0]
+        texts = {"sparse": self._text(cap_embs, cap_lens)}
+        if long_cap_embs is not None and long_cap_lens is not None:
+            texts["dense"] = self._text(long_cap_embs, long_cap_lens)
+        # Gumbel draws for the whole batch, so that chunking does not change them.
+        noise = {
+            b: sel.draw_noise((b_v, b_t, n), st.x) if self.training else ()
+            for b, sel in self.selectors.items()
+        }
+        units = self._units(texts, n)
+        runs = None
+        if not self.training and not torch.is_grad_enabled():
+            runs = _dense_runs(texts.get("dense"))
+        dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
+        if not dedupe:
+            return self._run(st, texts, units, cfg.branches, noise)
+        rep, first = runs  # type: ignore[misc]
+        dense = texts["dense"]
+        uniq = {
+            "dense": _Text(
+                dense.raw[first], dense.lens[first], dense.norm[first], dense.mask[first]
+            )
+        }
+        d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
+        rest = [u for u in units if u not in dedupe]
+        sims = d_sims[:, rep]  # type: ignore[index]
+        if rest:
+            branches = tuple(b for b in cfg.branches if b != "dense")
+            sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
+        return sims
+
+    def _dense_only_unit(self, unit: _Unit) -> bool:
+        """Whether ``unit`` depends on a text only through its dense caption."""
+        if unit.branches != ("dense",):
+            return False
+        return self.config.scoring == "code" or self.config.dense_fusion == "dense_only"
+
+    def _image_state(self, img_embs: Tensor) -> _ImageState:
+        """The text-independent work, once per image (see :meth:`batched_forward`)."""
         cfg = self.config
         cls = img_embs[:, 0] if has_cls_token(img_embs.shape[1]) else None
         x = img_embs[:, 1:] if cls is not None else img_embs  # (B_v, N, C)
         with torch.no_grad():
             xn = l2n(x)
             s_im = image_self_attention(x)
-        # Per-image work, shared by every text: score predictor and aggregation logits.
+            # float64 guidance: identical top-K sets in every implementation (guide_scores).
+            xn64 = xn.double()
+        # SEPS code finding: the selection (and with it the patch path) has no gradient.
         x_sel = x.detach() if cfg.detach_selection else x
-        s_p = {}
         with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
-            for b, selector in self.selectors.items():
-                s_p[b] = selector.predict(x_sel)
-        logits = {}
+            s_p = {b: sel.predict(x_sel) for b, sel in self.selectors.items()}
+        exp_logits: dict[str, Tensor] = {}
         if self.aggregation is not None:
             for b in cfg.branches:
-                logits[b] = self.aggregation.logits(x_sel, b)
+                exp_logits[b] = self.aggregation.exp_logits(self.aggregation.logits(x_sel, b))
+        cls_n = None if cls is None else l2n(cls)
+        return _ImageState(x, x_sel, xn, xn64, s_im, s_p, exp_logits, cls_n)
 
-        b_t = cap_embs.shape[0]
-        chunk = self.text_chunk_size or self._auto_chunk(x, cap_embs, long_cap_embs)
-        sims, masks = [], []
-        for start in range(0, b_t, chunk):
-            end = min(start + chunk, b_t)
-            texts = {"sparse": self._text(cap_embs[start:end], cap_lens[start:end])}
-            if long_cap_embs is not None and long_cap_lens is not None and cfg.uses_dense:
-                texts["dense"] = self._text(long_cap_embs[start:end], long_cap_lens[start:end])
-            s, m = self._forward_chunk(xn, x_sel, cls, s_im, s_p, logits, texts)
-            sims.append(s)
-            masks.append(m)
-        out = torch.cat(sims, dim=1)
+    def _run(
+        self,
+        st: _ImageState,
+        texts: dict[str, _Text],
+        units: list[_Unit],
+        branches: tuple[str, ...],
+        noise: dict[str, tuple[Tensor, ...]],
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        """Selections of ``branches`` and the similarities of ``units`` for every
+        image and every text of ``texts``."""
+        ops = self.kernel.ops
+        b_v, n = st.x.shape[:2]
+        b_t = next(iter(texts.values())).raw.shape[0]
+        with torch.no_grad():
+            glob = {k: text_global(t.raw.double(), t.lens) for k, t in texts.items()}
+        gram = None
+        if any(u.gram for u in units):
+            gram = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2))  # (B_v, N, N)
+        chunk = self.text_chunk_size or self._auto_chunk(n, texts)
+        rows: list[Tensor] = []
+        mask_rows: dict[str, list[Tensor]] = {b: [] for b in branches}
+        for v in range(b_v):
+            sims_v: list[Tensor] = []
+            masks_v: dict[str, list[Tensor]] = {b: [] for b in branches}
+            for start in range(0, b_t, chunk):
+                sl = slice(start, min(start + chunk, b_t))
+                sel = self._select_image(v, sl, st, branches, glob, noise, ops)
+                for b, (_, decision, _, _) in sel.items():
+                    masks_v[b].append(decision)
+                sim = None
+                for unit in units:
+                    out = self._align_unit(unit, v, sl, st, sel, texts, gram, ops)
+                    sim = out if sim is None else sim + out
+                assert sim is not None
+                sims_v.append(sim)
+            rows.append(torch.cat(sims_v))
+            for b in branches:
+                mask_rows[b].append(torch.cat(masks_v[b]))
+        sims = torch.stack(rows)
         if not self.training:
-            return out
-        return out, {b: torch.cat([m[b] for m in masks], dim=1) for b in cfg.branches}
+            return sims
+        return sims, {b: torch.stack(m) for b, m in mask_rows.items()}
 
-    def _auto_chunk(self, x: Tensor, cap: Tensor, long_cap: Tensor | None) -> int:
-        """Texts per chunk so that the largest per-chunk tensors fit the memory budget."""
-        b_v, n, c = x.shape
-        n_c = max(self.config.num_aggregated, 1)
-        words = cap.shape[1] + (long_cap.shape[1] if long_cap is not None else 0)
-        tokens = n if self.config.aggregation == "none" else n_c + 2
-        per_text = b_v * (n_c * n + tokens * c + words * tokens + 4 * n) * 2  # 2 branches
-        budget = self.memory_budget_mb * 2**20 / x.element_size()
-        return max(1, min(cap.shape[0], int(budget // max(per_text, 1))))
+    def _units(self, texts: dict[str, _Text], n: int) -> list[_Unit]:
+        """The alignment units: one per branch, or one for ``fused`` (row 2)."""
+        cfg = self.config
+        n_c = cfg.num_aggregated
+        c = cfg.embed_size
+        if cfg.dense_fusion == "fused":
+            groups = [("sparse", ("sparse", "dense"))]
+        else:
+            groups = [(b, (b,)) for b in cfg.branches]
+        units = []
+        for words, branches in groups:
+            m = texts[words].raw.shape[1]
+            gram = self.aggregation is not None and use_gram(m, n, n_c, c)
+            if self.alignment_order != "auto":
+                gram = self.aggregation is not None and self.alignment_order == "gram"
+            units.append(_Unit(words, branches, gram))
+        return units
+
+    def _auto_chunk(self, n: int, texts: dict[str, _Text]) -> int:
+        """Texts per chunk (of one image) so that the per-chunk tensors stay small.
+
+        The largest per-text tensors of one image are the aggregation weights
+        ``(N_c, N)``, the aggregated tokens ``(N_c, C)`` and the patch-word products
+        ``(M, N)`` / ``(M, L)``. A few MB per chunk keeps them in the CPU's caches
+        (measured best near 64 texts for ViT-224 and C = 512, about 24 MB);
+        ``memory_budget_mb`` caps it.
+        """
+        cfg = self.config
+        n_c = max(cfg.num_aggregated, 1)
+        c = cfg.embed_size
+        words = sum(t.raw.shape[1] for t in texts.values())
+        per_text = 2 * (n_c * n + n_c * c + n) + words * (n + n_c + 2)
+        b_t = next(iter(texts.values())).raw.shape[0]
+        budget = min(self.memory_budget_mb, self.cache_budget_mb) * 2**20 / 4
+        return max(1, min(b_t, int(budget // max(per_text, 1))))
 
     @staticmethod
     def _text(embs: Tensor, lens: Tensor) -> _Text:
         return _Text(embs, lens, l2n(embs), length_mask(lens, embs.shape[1]))
 
-    def _select(
+    def _select_image(
         self,
-        branch: str,
-        x_sel: Tensor,
-        xn: Tensor,
-        s_im: Tensor,
-        s_p: dict[str, Tensor | None],
-        texts: dict[str, _Text],
-    ) -> Selection:
-        """Run the ``branch`` selector for every (image, text) pair of the chunk."""
-        other = "dense" if branch == "sparse" else "sparse"
-        with torch.no_grad():
-            s_guide = text_guided_attention(xn, texts[branch].raw, texts[branch].lens)
-            s_other = None
-            # The other caption enters the paper score only when both captions enter the head.
-            if self.config.dense_fusion in ("dual_branch", "fused") and other in texts:
-                s_other = text_guided_attention(xn, texts[other].raw, texts[other].lens)
-        # SEPS code finding: the selection runs in the no-gradient block.
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.config.detach_selection):
-            return self.selectors[branch](x_sel, s_im, s_guide, s_other, s_p[branch])
-
-    def _tokens(
-        self,
-        cls: Tensor | None,
-        body: Tensor,
-        extra: Tensor,
-        body_mask: Tensor | None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """``T = l2n([cls, body..., e])`` ``(B_v, B_t, L, C)`` and its validity mask (step 7)."""
-        b_v, b_t = extra.shape[:2]
-        parts = [body, extra.unsqueeze(2)]
-        if cls is not None:
-            parts.insert(0, cls[:, None, None, :].expand(b_v, b_t, 1, -1))
-        tokens = l2n(torch.cat(parts, dim=2))
-        if body_mask is None:
-            return tokens, None
-        ones = body_mask.new_ones(b_v, b_t, 1)
-        mparts = [body_mask, ones] if cls is None else [ones, body_mask, ones]
-        return tokens, torch.cat(mparts, dim=2)
-
-    def _body(
-        self, branch: str, x_sel: Tensor, logits: dict[str, Tensor], sel: Selection
-    ) -> tuple[Tensor, Tensor | None]:
-        """Aggregated tokens ``(B_v, B_t, N_c, C)``; or, with ``aggregation='none'``,
-        the selected patches themselves as ``(B_v, B_t, N, C)`` plus their keep mask."""
-        if self.aggregation is None:
-            b_t = sel.keep.shape[1]
-            return x_sel.unsqueeze(1).expand(-1, b_t, -1, -1), sel.keep
-        return self.aggregation(x_sel, logits[branch], sel.weight), None
-
-    def _forward_chunk(
-        self,
-        xn: Tensor,
-        x_sel: Tensor,
-        cls: Tensor | None,
-        s_im: Tensor,
-        s_p: dict[str, Tensor | None],
-        logits: dict[str, Tensor],
-        texts: dict[str, _Text],
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+        v: int,
+        sl: slice,
+        st: _ImageState,
+        branches: tuple[str, ...],
+        glob: dict[str, Tensor],
+        noise: dict[str, tuple[Tensor, ...]],
+        ops: KernelOps,
+    ) -> dict[str, tuple[Tensor, Tensor, Tensor, Tensor]]:
+        """Steps 3-5 for image ``v`` and texts ``sl``: per branch ``(keep, D, weight,
+        extra_weights)``, each ``(B_t, N)``."""
         cfg = self.config
-        sel = {b: self._select(b, x_sel, xn, s_im, s_p, texts) for b in cfg.branches}
-        masks = {b: s.decision for b, s in sel.items()}
-        if cfg.dense_fusion == "fused":
-            # Row 2 (paper): joint aggregation of both selections, mean extra token,
-            # alignment against the sparse words only.
-            body_s, mask_s = self._body("sparse", x_sel, logits, sel["sparse"])
-            body_d, mask_d = self._body("dense", x_sel, logits, sel["dense"])
-            extra = 0.5 * (sel["sparse"].extra + sel["dense"].extra)
-            if self.aggregation is None:
-                # Without aggregation the two selections are concatenated.
-                body = torch.cat([body_s, body_d], dim=2)
-                body_mask = torch.cat([mask_s, mask_d], dim=2)  # type: ignore[list-item]
-            else:
-                body, body_mask = body_s + body_d, None
-            tokens, tmask = self._tokens(cls, body, extra, body_mask)
-            words = texts["sparse"]
-            return self.hrpa(tokens, words.norm, words.mask, tmask), masks
-        # dual_branch / none / dense_only: every branch aligns against its own words.
-        sims = None
-        for b in cfg.branches:
-            body, body_mask = self._body(b, x_sel, logits, sel[b])
-            tokens, tmask = self._tokens(cls, body, sel[b].extra, body_mask)
-            s = self.hrpa(tokens, texts[b].norm, texts[b].mask, tmask)
-            sims = s if sims is None else sims + s
-        assert sims is not None
-        return sims, masks
+        s_im = st.s_im
+        with torch.no_grad():
+            guide = {k: guide_scores(g[sl], st.xn64[v], s_im.dtype) for k, g in glob.items()}
+        out = {}
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
+            for b in branches:
+                selector = self.selectors[b]
+                other = "dense" if b == "sparse" else "sparse"
+                s_other = None
+                # The other caption enters the paper score only when both enter the head.
+                if cfg.dense_fusion in ("dual_branch", "fused") and other in guide:
+                    s_other = guide[other].unsqueeze(0)
+                sp = st.s_p[b]
+                score = selector.score(
+                    s_im[v : v + 1],
+                    guide[b].unsqueeze(0),
+                    s_other,
+                    None if sp is None else sp[v : v + 1],
+                )[0]  # (B_t, N)
+                nz = tuple(g[v, sl] for g in noise[b])
+                keep, decision, weight = selector.decide(score, nz, ops.topk_mask)
+                out[b] = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
+        return out
+
+    def _align_unit(
+        self,
+        unit: _Unit,
+        v: int,
+        sl: slice,
+        st: _ImageState,
+        sel: dict[str, tuple[Tensor, Tensor, Tensor, Tensor]],
+        texts: dict[str, _Text],
+        gram: Tensor | None,
+        ops: KernelOps,
+    ) -> Tensor:
+        """Steps 6-8 of one alignment unit for image ``v`` and texts ``sl``: ``(B_t,)``."""
+        fused = len(unit.branches) > 1
+        # Fused (row 2): joint aggregation W_s V_s + W_d V_d and the mean extra token;
+        # both are linear in x, so the weights are combined before the one product.
+        extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
+        agg = None
+        body_masks: tuple[Tensor, ...] = ()
+        if self.aggregation is not None:
+            for b in unit.branches:
+                w = pair_weights(st.exp_logits[b][v], sel[b][2], normalise=fused)
+                agg = w if agg is None else agg + w
+        else:
+            body_masks = tuple(sel[b][0] for b in unit.branches)
+        words = texts[unit.words]
+        s, col_scale, token_mask = patch_word_scores(
+            words.norm[sl],
+            st.x_sel[v],
+            None if st.cls_n is None else st.cls_n[v],
+            agg,
+            extra,  # type: ignore[arg-type]
+            gram=gram[v] if (unit.gram and gram is not None) else None,
+            body_masks=body_masks,
+            xn=st.xn[v],
+        )
+        return self.hrpa.reduce(s, col_scale, words.mask[sl], token_mask, ops.row_col_max)
 
 
 __all__ = ["SEPSHead", "has_cls_token"]

@@ -62,6 +62,22 @@ def text_guided_attention(xn: Tensor, words: Tensor, lens: Tensor) -> Tensor:
     return torch.einsum("tc,vnc->vtn", text_global(words, lens), xn)
 
 
+def guide_scores(glob64: Tensor, xn64: Tensor, dtype: torch.dtype) -> Tensor:
+    """``s[..., t, n] = < g_t, xn[n] >`` (step 3) computed in float64, then rounded.
+
+    glob64: ``(B_t, C)`` float64 text globals (:func:`text_global` of float64 words),
+    xn64: ``(N, C)`` float64 normalised patches -> ``(B_t, N)`` in ``dtype``.
+
+    Why float64: the top-K decision is discontinuous, so two implementations whose
+    float32 scores differ in the last bit (different GEMM shapes sum in different
+    orders) pick different patches at near-ties, which at evaluation scale
+    (100 x 500 pairs) happens a few times per run. Rounding a float64 product to
+    float32 gives the same float32 value whatever the summation order, so every
+    implementation (``loop``, ``batched``, ...) selects exactly the same patches.
+    """
+    return (glob64 @ xn64.transpose(-1, -2)).to(dtype)
+
+
 def length_mask(lens: Tensor, max_len: int) -> Tensor:
     """Boolean ``(B, max_len)`` mask, True for the first ``lens[b]`` positions."""
     return torch.arange(max_len, device=lens.device).unsqueeze(0) < lens.to(torch.long).unsqueeze(1)
@@ -82,6 +98,24 @@ def weighted_softmax(logits: Tensor, weight: Tensor) -> Tensor:
     e = torch.exp(logits - shift) * weight
     denom = e.sum(dim=-1, keepdim=True)
     return e / torch.where(denom > 0, denom, torch.ones_like(denom))
+
+
+def topk_mask(score: Tensor, k: int) -> Tensor:
+    """0/1 float mask ``(..., N)`` of the ``k`` highest scores of the last axis (step 4).
+
+    ``torch.topk`` is a partial selection, O(N) per row, instead of the full sort
+    of the official code. Ties at the K-th value are broken towards the lower patch
+    index (a stable descending sort's order), because ``torch.topk`` leaves their
+    order unspecified: exact float32 ties are rare but real at evaluation scale
+    (a few in 50,000 pairs), and every implementation must keep the same patches.
+    """
+    with torch.no_grad():
+        kth = score.topk(k, dim=-1).values[..., -1:]
+        greater = score > kth
+        tied = score == kth
+        room = k - greater.sum(dim=-1, keepdim=True)  # tied entries still to keep
+        keep = greater | (tied & (torch.cumsum(tied.to(torch.int32), dim=-1) <= room))
+        return keep.to(score.dtype)
 
 
 def minmax(s: Tensor) -> Tensor:
@@ -167,7 +201,24 @@ class PatchSelector(nn.Module):
             attn = attn + minmax(s_other)
         return (1.0 - 2.0 * b) * s_p.unsqueeze(1) + b * attn
 
-    def decide(self, score: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def draw_noise(self, shape: tuple[int, ...], like: Tensor) -> tuple[Tensor, ...]:
+        """The Gumbel draws one training forward pass needs for ``shape = (B_v, B_t, N)``.
+
+        ``gumbel_topk`` needs one draw, ``gumbel_per_patch`` two (``g1`` then ``g2``,
+        in that order); ``topk`` and evaluation need none. The head draws them once
+        for the whole batch so that the result does not depend on how it is chunked.
+        """
+        if not self.training or self.config.decision == "topk":
+            return ()
+        count = 1 if self.config.decision == "gumbel_topk" else 2
+        return tuple(self.noise(shape, like) for _ in range(count))
+
+    def decide(
+        self,
+        score: Tensor,
+        noise: tuple[Tensor, ...] | None = None,
+        mask_fn: Callable[[Tensor, int], Tensor] = topk_mask,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Hard keep mask, decision matrix D and aggregation weight (SPEC.md step 4, row 6).
 
         topk:  keep the ``K = ceil(N rho)`` highest scores; D = hard mask, no gradient.
@@ -185,18 +236,21 @@ class PatchSelector(nn.Module):
             evaluation keeps ``z > 0``. A pair that would keep nothing keeps its
             best patch. D also weights the tokens in the aggregation and the
             extra token, so the alignment loss reaches the decision too.
+
+        ``noise``: the draws of :meth:`draw_noise` for this ``score`` (same shape);
+        ``None`` draws them here. ``mask_fn(score, k)`` computes the hard top-K mask
+        (a kernel implementation may replace :func:`topk_mask`).
         """
+        if noise is None:
+            noise = self.draw_noise(tuple(score.shape), score)
         cfg = self.config
         n = score.shape[-1]
         if cfg.decision in ("topk", "gumbel_topk"):
             k = keep_count(n, cfg.sparse_ratio)
-            idx = score.topk(k, dim=-1).indices
-            hard = torch.zeros_like(score).scatter_(-1, idx, 1.0)
+            hard = mask_fn(score, k)
             decision = hard
             if cfg.decision == "gumbel_topk" and self.training:
-                soft = F.softmax(
-                    (score + self.noise(tuple(score.shape), score)) / cfg.gumbel_tau, -1
-                )
+                soft = F.softmax((score + noise[0]) / cfg.gumbel_tau, -1)
                 decision = hard + (soft - soft.detach())
             return hard.bool(), decision, hard
         # gumbel_per_patch
@@ -206,8 +260,7 @@ class PatchSelector(nn.Module):
             sd = score.std(dim=-1, keepdim=True).clamp(min=1e-6) if n > 1 else torch.ones_like(q)
         z = (score - q) / sd + self.keep_bias
         if self.training:
-            shape = tuple(score.shape)
-            logit = z + self.noise(shape, score) - self.noise(shape, score)
+            logit = z + noise[0] - noise[1]
             soft = torch.sigmoid(logit / cfg.gumbel_tau)
         else:
             logit = z
@@ -245,6 +298,7 @@ class PatchSelector(nn.Module):
 __all__ = [
     "PatchSelector",
     "Selection",
+    "guide_scores",
     "gumbel_noise",
     "image_self_attention",
     "l2n",
@@ -252,5 +306,6 @@ __all__ = [
     "minmax",
     "text_global",
     "text_guided_attention",
+    "topk_mask",
     "weighted_softmax",
 ]

@@ -990,6 +990,13 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
         default=100,
         help="dev images evaluated after every epoch (0: none)",
     )
+    p.add_argument(
+        "--max-violation-from",
+        type=int,
+        default=1,
+        help="first epoch of the hardest-negative triplet (official 1; epochs before it "
+        "sum over all negatives)",
+    )
     p.add_argument("--no-augment", action="store_true", help="no caption augmentation")
     p.add_argument(
         "--dropout",
@@ -1027,6 +1034,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         "max_steps_per_epoch",
         "val_images",
         "dropout",
+        "max_violation_from",
     ):
         if hasattr(args, name):
             values[name] = getattr(args, name)

@@ -1,0 +1,862 @@
+"""Kernel micro-benchmarks and the latency report: ``seps-bench bench`` (issue 5).
+
+Workloads (shared with ``benchmarks/``, the pytest-benchmark suites):
+
+- geometries :data:`GEOMETRIES`: ViT-224 (196 patches + [CLS]), ViT-384 (576 +
+  [CLS]), Swin-224 (49), Swin-384 (144); Swin uses rho = 0.8, aggr 0.6 (SPEC.md);
+- caption lengths drawn from the real Flickr30K test captions in
+  ``../shared/data/f30k/`` when present, else from the stored whitespace-word
+  histogram ``seps/data/f30k_lengths.json`` (:func:`caption_lengths`);
+- the kernels per implementation (:data:`seps.kernels.IMPLEMENTATIONS`): TopK (the
+  selection: top-K mask, extra-token softmax and the extra token), HRPA (patch-word
+  matrix, maxima, HRPA terms, from given alignment tokens) and the whole head, in
+  evaluation (no gradient) and training (forward + backward).
+
+Timing: wall clock after one warm-up call, best of ``repeats``; on CUDA with CUDA
+events after warm-up. Peak memory: CUDA max allocated during the call; on CPU the
+peak RSS growth of one training step in a fresh process for the goal table
+and the preset table (:func:`train_peak_rss_mb`); in-process numbers (``VmHWM``
+reset through ``/proc/self/clear_refs``) read low once an earlier call grew the heap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import platform
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .cli import command
+from .config import SEPSConfig, get_config
+from .head import SEPSHead
+from .kernels import IMPLEMENTATIONS, unavailable_reason
+
+#: name -> (spatial patches, has [CLS], sparse_ratio, aggr_ratio)
+GEOMETRIES: dict[str, tuple[int, bool, float, float]] = {
+    "vit224": (196, True, 0.5, 0.4),
+    "vit384": (576, True, 0.5, 0.4),
+    "swin224": (49, False, 0.8, 0.6),
+    "swin384": (144, False, 0.8, 0.6),
+}
+
+#: The single-difference variants of the report: the code preset with one of the
+#: seven documented differences (and the detached-selection finding) set to the
+#: paper's value.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "code+paper scoring": {"scoring": "paper"},
+    "code+fused": {"dense_fusion": "fused"},
+    "code+dual aggregation": {"aggregation": "dual"},
+    "code+mean_topk HRPA": {"hrpa": "mean_topk"},
+    "code+no activation": {"similarity_activation": "none"},
+    "code+gumbel_topk": {"decision": "gumbel_topk"},
+    "code+separate ratio loss": {"ratio_loss": "separate"},
+    "code+attached selection": {"detach_selection": False},
+}
+
+_DATA_DIRS = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "f30k",
+    Path("../shared/data/f30k"),
+)
+_HIST = Path(__file__).with_name("data") / "f30k_lengths.json"
+
+
+# ---------------------------------------------------------------- workloads
+def caption_lengths(kind: str, count: int, seed: int = 0) -> tuple[list[int], str]:
+    """``count`` word counts of ``kind`` (``sparse``/``dense``) captions and their source.
+
+    Drawn from the real Flickr30K test captions when ``../shared/data/f30k/`` exists
+    (whitespace word counts), else from the stored histogram of the same counts.
+    """
+    rng = random.Random(seed)
+    for d in _DATA_DIRS:
+        name = "test_caps.txt" if kind == "sparse" else "f30k_test.jsonl"
+        path = d / name
+        if path.is_file():
+            lines = [s for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
+            if kind == "dense":
+                lines = [json.loads(s)["text"] for s in lines]
+            pool = [len(s.split()) for s in lines]
+            return [rng.choice(pool) for _ in range(count)], str(path)
+    hist = json.loads(_HIST.read_text(encoding="utf-8"))[kind]
+    values = [int(k) for k in hist]
+    weights = [hist[k] for k in hist]
+    return rng.choices(values, weights=weights, k=count), str(_HIST)
+
+
+def bench_config(preset: str, geometry: str, embed_size: int = 512, **overrides: Any) -> SEPSConfig:
+    n, _, rho, aggr = GEOMETRIES[geometry]
+    return get_config(
+        preset, embed_size=embed_size, num_patches=n, sparse_ratio=rho, aggr_ratio=aggr, **overrides
+    )
+
+
+def make_inputs(
+    geometry: str,
+    b_v: int,
+    b_t: int,
+    *,
+    embed_size: int = 512,
+    device: str = "cpu",
+    seed: int = 0,
+    lengths: str = "f30k",
+    dense_repeat: int = 1,
+) -> list[Tensor]:
+    """``[img, cap, cap_lens, long_cap, long_lens]`` for ``b_v`` images and ``b_t`` texts.
+
+    lengths: ``f30k`` (real caption lengths, padded to the batch maximum) or
+    ``fixed:S,D`` (every caption S sparse / D dense words, e.g. ``fixed:20,120``).
+    dense_repeat: consecutive texts sharing one dense caption (5 in the official
+    test loader, SPEC.md "Inputs"; 1 = every text its own dense caption).
+    """
+    g = torch.Generator().manual_seed(seed)
+    n, cls, _, _ = GEOMETRIES[geometry]
+    img = torch.randn(b_v, n + int(cls), embed_size, generator=g)
+    if lengths.startswith("fixed:"):
+        s, d = (int(v) for v in lengths[6:].split(","))
+        sl, dl = [s] * b_t, [d] * b_t
+    else:
+        sl = caption_lengths("sparse", b_t, seed)[0]
+        dl = caption_lengths("dense", b_t, seed + 1)[0]
+    n_dense = math.ceil(b_t / dense_repeat)
+    dl = [dl[i // dense_repeat] for i in range(b_t)]  # one length per dense caption
+    cap = torch.randn(b_t, max(sl), embed_size, generator=g)
+    long_cap = torch.randn(n_dense, max(dl), embed_size, generator=g)
+    long_cap = long_cap.repeat_interleave(dense_repeat, 0)[:b_t]
+    out = [img, cap, torch.tensor(sl), long_cap, torch.tensor(dl)]
+    return [t.to(device) for t in out]
+
+
+def make_head(cfg: SEPSConfig, impl: str, device: str = "cpu", seed: int = 0) -> SEPSHead:
+    """A head with seeded parameters (the same for every implementation)."""
+    torch.manual_seed(seed)
+    return SEPSHead(cfg, impl=impl).to(device)
+
+
+# ------------------------------------------------------------------ timing
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _rss_kb(field: str) -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def measure(
+    fn: Callable[[], Any], device: str = "cpu", repeats: int = 3, warmup: bool = True
+) -> dict[str, Any]:
+    """Best time (s) of ``repeats`` calls after a warm-up, the peak memory (MB) and the
+    last call's output (``out``)."""
+    if warmup:
+        fn()  # also compiles under impl="compiled"
+    _sync(device)
+    times = []
+    peak = 0.0
+    for _ in range(repeats):
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+            peak = max(peak, (torch.cuda.max_memory_allocated() - base) / 2**20)
+        else:
+            base = _rss_kb("VmRSS")
+            # Reset the peak RSS (VmHWM) to the current RSS (Linux only).
+            with contextlib.suppress(OSError):
+                Path("/proc/self/clear_refs").write_text("5")
+            t0 = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t0)
+            peak = max(peak, (_rss_kb("VmHWM") - base) / 1024)
+    return {"seconds": min(times), "peak_mb": peak, "out": out}
+
+
+_PEAK_SCRIPT = """
+import json, sys, torch
+from seps import bench
+preset, geometry, impl, b, c, threads, over = sys.argv[1:8]
+torch.set_num_threads(int(threads))
+head = bench.make_head(bench.bench_config(preset, geometry, int(c), **json.loads(over)), impl)
+fn = bench.train_fn(head, bench.make_inputs(geometry, int(b), int(b), embed_size=int(c)))
+base = bench._rss_kb("VmRSS")
+fn()
+print((bench._rss_kb("VmHWM") - base) / 1024)
+"""
+
+
+def train_peak_rss_mb(
+    preset: str,
+    geometry: str,
+    impl: str,
+    batch: int,
+    embed_size: int,
+    overrides: dict[str, Any] | None = None,
+) -> float:
+    """Peak RSS growth (MB) of one training step in a fresh process (CPU).
+
+    In-process RSS is unreliable for this: the allocator keeps freed pages, so a run
+    after a larger one shows no growth. A fresh interpreter starts from the same
+    baseline for every implementation.
+    """
+    import subprocess
+    import sys
+
+    args = [preset, geometry, impl, str(batch), str(embed_size), str(torch.get_num_threads())]
+    args.append(json.dumps(overrides or {}))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, *args], capture_output=True, text=True, check=True
+    )
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def eval_fn(head: SEPSHead, inputs: list[Tensor]) -> Callable[[], Tensor]:
+    head.eval()
+
+    def run() -> Tensor:
+        with torch.no_grad():
+            return head(*inputs)  # type: ignore[return-value]
+
+    return run
+
+
+def train_fn(head: SEPSHead, inputs: list[Tensor]) -> Callable[[], None]:
+    """Forward + backward of one training batch (pairs i <-> i; sum of sims as loss)."""
+    head.train()
+    img = inputs[0].clone().requires_grad_(True)
+
+    def run() -> None:
+        head.zero_grad(set_to_none=True)
+        sims, masks = head(img, *inputs[1:])  # type: ignore[misc]
+        loss = sims.diagonal().sum() - 0.01 * sims.sum() + sum(m.sum() for m in masks.values())
+        loss.backward()
+
+    return run
+
+
+def topk_fn(head: SEPSHead, inputs: list[Tensor], impl: str) -> Callable[[], Any]:
+    """The TopK kernel: scores -> top-K mask, extra-token weights and extra token."""
+    from .config import keep_count
+    from .head import has_cls_token
+    from .kernels import get_kernel
+    from .kernels.loop import _select
+
+    img = inputs[0]
+    x = img[:, 1:] if has_cls_token(img.shape[1]) else img
+    b_v, n, _ = x.shape
+    b_t = inputs[1].shape[0]
+    g = torch.Generator().manual_seed(1)
+    score = torch.randn(b_v, b_t, n, generator=g).to(x.device)
+    k = keep_count(n, head.config.sparse_ratio)
+    head.eval()
+    if impl == "loop":
+
+        def run_loop() -> Any:
+            with torch.no_grad():
+                return [_select(head, "sparse", x, score[:, t], ()) for t in range(b_t)]
+
+        return run_loop
+    ops = get_kernel(impl).ops
+
+    def run() -> Any:
+        with torch.no_grad():
+            keep = ops.topk_mask(score, k)
+            w = ops.extra_weights(score, 1.0 - keep)
+            return keep, torch.bmm(w, x)
+
+    return run
+
+
+def hrpa_fn(head: SEPSHead, inputs: list[Tensor], impl: str, words: str = "sparse") -> Callable:
+    """The HRPA kernel: alignment tokens ``(B_v, B_t, L, C)`` + words -> similarities."""
+    from .kernels import get_kernel
+    from .kernels.loop import _hrpa
+    from .selection import l2n
+
+    b_v = inputs[0].shape[0]
+    cap, lens = (inputs[1], inputs[2]) if words == "sparse" else (inputs[3], inputs[4])
+    b_t, m, c = cap.shape
+    n_l = head.config.num_aggregated + 2
+    g = torch.Generator().manual_seed(2)
+    tokens = l2n(torch.randn(b_v, b_t, n_l, c, generator=g)).to(cap.device)
+    u = l2n(cap)
+    mask = torch.arange(m, device=cap.device)[None] < lens[:, None]
+    if impl == "loop":
+
+        def run_loop() -> Tensor:
+            with torch.no_grad():
+                return torch.stack(
+                    [_hrpa(head, tokens[:, t], None, u[t, : int(lens[t])]) for t in range(b_t)], 1
+                )
+
+        return run_loop
+    rowcol = get_kernel(impl).ops.row_col_max
+
+    def run() -> Tensor:
+        with torch.no_grad():
+            rows = []
+            for v in range(b_v):
+                s = torch.bmm(u, tokens[v].transpose(1, 2))  # (B_t, M, L)
+                rows.append(head.hrpa.reduce(s, None, mask, None, rowcol))
+            return torch.stack(rows)
+
+    return run
+
+
+# ------------------------------------------------------------------ report
+@dataclasses.dataclass
+class BenchSettings:
+    device: str = "cpu"
+    quick: bool = False
+    impls: tuple[str, ...] = IMPLEMENTATIONS
+    geometries: tuple[str, ...] = tuple(GEOMETRIES)
+    eval_images: int = 100
+    eval_texts: int = 500
+    micro_images: int = 16
+    micro_texts: int = 128
+    train_batches: tuple[int, ...] = (32, 64, 128)
+    repeats: int = 3
+    embed_size: int = 512
+
+    @classmethod
+    def quick_settings(cls, device: str, impls: tuple[str, ...]) -> BenchSettings:
+        return cls(
+            device=device,
+            quick=True,
+            impls=impls,
+            geometries=("vit224", "swin224"),
+            eval_images=4,
+            eval_texts=10,
+            micro_images=2,
+            micro_texts=6,
+            train_batches=(4,),
+            repeats=1,
+            embed_size=64,
+        )
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("triton", "numpy"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            out[name] = "not installed"
+    return out
+
+
+def device_info(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU {cpu}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
+
+
+def count_flops(head: SEPSHead, inputs: list[Tensor]) -> int:
+    """FLOPs of one evaluation forward pass (``torch.utils.flop_counter``)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    head.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        head(*inputs)
+    return int(counter.get_total_flops())
+
+
+def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
+    """Code preset: evaluation at eval_images x eval_texts (sparse 20 / dense 120 words),
+    batched vs loop, with distinct and with repeated (official) dense captions; and the
+    training step at B = 64, batched vs loop."""
+    cfg = bench_config("code", "vit224", s.embed_size)
+    out: dict[str, Any] = {}
+    lengths = "fixed:8,24" if s.quick else "fixed:20,120"
+    for repeat in (1, 5):
+        inputs = make_inputs(
+            "vit224",
+            s.eval_images,
+            s.eval_texts,
+            embed_size=s.embed_size,
+            device=s.device,
+            lengths=lengths,
+            dense_repeat=repeat,
+        )
+        res = {}
+        for impl in ("loop", "batched"):
+            head = make_head(cfg, impl, s.device)
+            fn = eval_fn(head, inputs)
+            # The loop baseline runs once, without warm-up (it has nothing to warm up).
+            loop = impl == "loop"
+            m = measure(fn, s.device, repeats=1 if loop else s.repeats, warmup=not loop)
+            res[impl] = {
+                "pairs_per_s": s.eval_images * s.eval_texts / m["seconds"],
+                "sims": m["out"].float().cpu(),
+            }
+            log(f"eval dense_repeat={repeat} {impl}: {res[impl]['pairs_per_s']:.0f} pairs/s")
+        diff = (res["loop"]["sims"] - res["batched"]["sims"]).abs().max().item()
+        out[f"eval_repeat{repeat}"] = {
+            "loop": res["loop"]["pairs_per_s"],
+            "batched": res["batched"]["pairs_per_s"],
+            "ratio": res["batched"]["pairs_per_s"] / res["loop"]["pairs_per_s"],
+            "max_abs_diff": diff,
+        }
+    b = 4 if s.quick else 64
+    inputs = make_inputs("vit224", b, b, embed_size=s.embed_size, device=s.device)
+    train = {}
+    for impl in ("loop", "batched"):
+        head = make_head(cfg, impl, s.device)
+        train[impl] = measure(train_fn(head, inputs), s.device, repeats=s.repeats)
+        if not s.device.startswith("cuda"):
+            train[impl]["peak_mb"] = train_peak_rss_mb("code", "vit224", impl, b, s.embed_size)
+        log(
+            f"train B={b} {impl}: {train[impl]['seconds'] * 1e3:.0f} ms, "
+            f"peak {train[impl]['peak_mb']:.0f} MB"
+        )
+    out["train"] = {"batch": b, **train}
+    return out
+
+
+def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Each preset and each single-difference variant, batched implementation."""
+    rows = []
+    configs: list[tuple[str, SEPSConfig]] = [
+        (p, bench_config(p, "vit224", s.embed_size)) for p in ("code", "paper", "laps")
+    ]
+    configs += [(n, bench_config("code", "vit224", s.embed_size, **o)) for n, o in VARIANTS.items()]
+    b_v, b_t = (2, 6) if s.quick else (32, 160)
+    b_train = 4 if s.quick else 64
+    for name, cfg in configs:
+        head = make_head(cfg, "batched", s.device)
+        ev_in = make_inputs(
+            "vit224", b_v, b_t, embed_size=s.embed_size, device=s.device, dense_repeat=5
+        )
+        ev = measure(eval_fn(head, ev_in), s.device, s.repeats)
+        tr_in = make_inputs("vit224", b_train, b_train, embed_size=s.embed_size, device=s.device)
+        tr = measure(train_fn(head, tr_in), s.device, s.repeats)
+        if not s.device.startswith("cuda"):
+            preset, over = (
+                (name, {}) if name in ("code", "paper", "laps") else ("code", VARIANTS[name])
+            )
+            tr["peak_mb"] = train_peak_rss_mb(
+                preset, "vit224", "batched", b_train, s.embed_size, over
+            )
+        flops = count_flops(
+            head, make_inputs("vit224", 2, 5, embed_size=s.embed_size, device=s.device)
+        )
+        rows.append(
+            {
+                "config": name,
+                "eval_pairs_per_s": b_v * b_t / ev["seconds"],
+                "train_ms": tr["seconds"] * 1e3,
+                "train_peak_mb": tr["peak_mb"],
+                "params": sum(p.numel() for p in head.parameters()),
+                "gflops_per_pair": flops / 10 / 1e9,
+            }
+        )
+        log(
+            f"preset {name}: {rows[-1]['eval_pairs_per_s']:.0f} pairs/s, "
+            f"{tr['seconds'] * 1e3:.0f} ms/step"
+        )
+    return rows
+
+
+def _train_fits(impl: str, geometry: str, batch: int, embed_size: int, device: str) -> bool:
+    """Whether a training step is expected to fit in half the machine's memory.
+
+    Measured on ViT-224 at C = 512 (``reports/latency.md``): the loop keeps the
+    autograd graph of every per-text MLP run, about 1.7 MB per pair, the batched
+    head about 0.3 MB per pair; both grow roughly with N (patches) and C.
+    """
+    if device.startswith("cuda"):
+        total = torch.cuda.get_device_properties(0).total_memory
+    else:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return True
+    per_pair = (1.7e6 if impl == "loop" else 0.3e6) * GEOMETRIES[geometry][0] / 196
+    return batch * batch * per_pair * embed_size / 512 < 0.5 * total
+
+
+def micro_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
+    """TopK, HRPA and the whole head per implementation and geometry."""
+    rows = []
+    skipped = {}
+    for impl in s.impls:
+        reason = unavailable_reason(impl, s.device)
+        if reason is not None:
+            skipped[impl] = reason
+            log(f"skip {impl}: {reason}")
+    impls = [i for i in s.impls if i not in skipped]
+    for geo in s.geometries:
+        cfg = bench_config("code", geo, s.embed_size)
+        inputs = make_inputs(
+            geo,
+            s.micro_images,
+            s.micro_texts,
+            embed_size=s.embed_size,
+            device=s.device,
+            dense_repeat=5,
+        )
+        pairs = s.micro_images * s.micro_texts
+        for impl in impls:
+            head = make_head(cfg, impl, s.device)
+            reps = 1 if impl == "loop" else s.repeats
+            row: dict[str, Any] = {"geometry": geo, "impl": impl}
+            row["topk_ms"] = measure(topk_fn(head, inputs, impl), s.device, reps)["seconds"] * 1e3
+            row["hrpa_sparse_ms"] = (
+                measure(hrpa_fn(head, inputs, impl), s.device, reps)["seconds"] * 1e3
+            )
+            row["hrpa_dense_ms"] = (
+                measure(hrpa_fn(head, inputs, impl, "dense"), s.device, reps)["seconds"] * 1e3
+            )
+            row["head_pairs_per_s"] = (
+                pairs / measure(eval_fn(head, inputs), s.device, reps)["seconds"]
+            )
+            for b in s.train_batches:
+                if not _train_fits(impl, geo, b, s.embed_size, s.device):
+                    row[f"train{b}_ms"] = float("nan")  # skipped: would not fit in memory
+                    skipped.setdefault(f"{impl} train B={b} {geo}", "estimated memory > 50% of RAM")
+                    continue
+                tin = make_inputs(geo, b, b, embed_size=s.embed_size, device=s.device)
+                row[f"train{b}_ms"] = measure(train_fn(head, tin), s.device, reps)["seconds"] * 1e3
+            rows.append(row)
+            log(f"micro {geo} {impl}: {row}")
+    return {"rows": rows, "skipped": skipped, "pairs": pairs if s.geometries else 0}
+
+
+def _table(rows: list[dict[str, Any]], floatfmt: str = ".4g") -> str:
+    from tabulate import tabulate
+
+    if not rows:
+        return "(none)"
+    return tabulate(
+        [list(r.values()) for r in rows],
+        headers=list(rows[0]),
+        tablefmt="github",
+        floatfmt=floatfmt,
+    )
+
+
+def render_report(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: dict) -> str:
+    lines = ["# Latency report: HRPA and TopK kernels, whole head", ""]
+    lines += [
+        f"- device: {meta['device']}",
+        f"- versions: {json.dumps(meta['versions'])}",
+        f"- command: `{meta['command']}`",
+        f"- date: {meta['date']}",
+        f"- caption lengths: {meta['lengths_source']}",
+        f"- machine load: {meta['load']}",
+        f"- embed size C = {s.embed_size}; every number below was measured in this run"
+        + (" (QUICK: tiny sizes, numbers are not meaningful)" if s.quick else ""),
+        "",
+    ]
+    ev1, ev5, tr = goal["eval_repeat1"], goal["eval_repeat5"], goal["train"]
+    lines += ["## Goals (code preset, ViT-224 + [CLS], batched vs loop)", ""]
+    lines += [
+        f"Evaluation, {s.eval_images} images x {s.eval_texts} texts, sparse 20 / dense 120 words:",
+        "",
+        "| dense captions | loop pairs/s | batched pairs/s | speed-up | max abs diff | goal 10x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, ev in (("distinct per text", ev1), ("5 texts share one (official loader)", ev5)):
+        ok = "met" if ev["ratio"] >= 10 else "NOT met"
+        lines.append(
+            f"| {label} | {ev['loop']:.0f} | {ev['batched']:.0f} | {ev['ratio']:.2f}x | "
+            f"{ev['max_abs_diff']:.2e} | {ok} |"
+        )
+    lt, bt = tr["loop"], tr["batched"]
+    sp = lt["seconds"] / bt["seconds"]
+    lines += [
+        "",
+        f"Training step, B = {tr['batch']} pairs, forward + backward:",
+        "",
+        "| impl | ms / step | peak memory (MB) |",
+        "|---|---|---|",
+        f"| loop | {lt['seconds'] * 1e3:.0f} | {lt['peak_mb']:.0f} |",
+        f"| batched | {bt['seconds'] * 1e3:.0f} | {bt['peak_mb']:.0f} |",
+        "",
+        f"Speed-up {sp:.2f}x (goal 3x: {'met' if sp >= 3 else 'NOT met'}); peak memory "
+        f"{'not higher' if bt['peak_mb'] <= lt['peak_mb'] * 1.05 else 'HIGHER'} than loop.",
+        "",
+    ]
+    lines += [
+        "## Presets and single-difference variants (batched)",
+        "",
+        "Evaluation shard 32 x 160 (dense captions shared by 5 texts), training B = 64; "
+        "GFLOPs per pair from `torch.utils.flop_counter` on a 2 x 5 forward pass.",
+        "",
+        _table(presets),
+        "",
+    ]
+    lines += [
+        "## Micro-benchmarks",
+        "",
+        f"{s.micro_images} images x {s.micro_texts} texts per call (real caption lengths, "
+        "dense captions shared by 5 texts); TopK on sparse scores; HRPA from given tokens "
+        "against the sparse or the dense words; times in ms (lower is better), head in "
+        "pairs/s (higher is better).",
+        "",
+    ]
+    if micro["skipped"]:
+        for impl, why in micro["skipped"].items():
+            lines.append(f"- `{impl}` skipped: {why}")
+        lines.append("")
+    lines += [_table(micro["rows"]), ""]
+    lines += ["### Speed-up against loop", "", _table(speedups(micro["rows"]), ".3g"), ""]
+    return "\n".join(lines)
+
+
+def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per geometry and implementation: loop time / implementation time."""
+    base = {r["geometry"]: r for r in rows if r["impl"] == "loop"}
+    out = []
+    for r in rows:
+        b = base.get(r["geometry"])
+        if b is None:
+            continue
+        row: dict[str, Any] = {"geometry": r["geometry"], "impl": r["impl"]}
+        for key, val in r.items():
+            if key in ("geometry", "impl"):
+                continue
+            row[key] = val / b[key] if key == "head_pairs_per_s" else b[key] / val
+        out.append(row)
+    return out
+
+
+def plot(micro: dict, goal: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ups = speedups(micro["rows"])
+    keys = ["topk_ms", "hrpa_sparse_ms", "hrpa_dense_ms", "head_pairs_per_s"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax = axes[0]
+    labels = [f"{r['geometry']}\n{r['impl']}" for r in ups]
+    width = 0.2
+    for i, key in enumerate(keys):
+        ax.bar([j + i * width for j in range(len(ups))], [r[key] for r in ups], width, label=key)
+    ax.set_xticks([j + 1.5 * width for j in range(len(ups))], labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_ylabel("speed-up vs loop")
+    ax.legend(fontsize=7)
+    ax.set_title("micro-benchmarks")
+    ax = axes[1]
+    names = ["eval (distinct dense)", "eval (shared dense)", "train step"]
+    tr = goal["train"]
+    vals = [
+        goal["eval_repeat1"]["ratio"],
+        goal["eval_repeat5"]["ratio"],
+        tr["loop"]["seconds"] / tr["batched"]["seconds"],
+    ]
+    ax.bar(names, vals, color=["C0", "C1", "C2"])
+    ax.axhline(10, color="r", ls="--", lw=0.8, label="eval goal 10x")
+    ax.axhline(3, color="g", ls="--", lw=0.8, label="train goal 3x")
+    ax.set_ylabel("batched / loop")
+    ax.legend(fontsize=7)
+    ax.set_title("goals (code preset, ViT-224)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load() -> str:
+    try:
+        return "/".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def run_report(
+    s: BenchSettings, out_dir: Path, command_line: str, log: Callable[[str], None]
+) -> Path:
+    load_start = _load()
+    goal = goal_section(s, log)
+    presets = presets_section(s, log)
+    micro = micro_section(s, log)
+    meta = {
+        "device": device_info(s.device),
+        "versions": versions(),
+        "command": command_line,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "lengths_source": caption_lengths("sparse", 1)[1],
+        "load": f"{load_start} at the start, {_load()} at the end (1/5/15-min load averages; "
+        "other processes on the machine slow every number)",
+    }
+    text = render_report(s, goal, presets, micro, meta)
+    md = out_dir / "latency.md"
+    png = out_dir / "latency.png"
+    _atomic_write(png, lambda p: plot(micro, goal, p))
+    text += f"\n![speed-ups]({png.name})\n"
+    _atomic_write(md, lambda p: p.write_text(text, encoding="utf-8"))
+    return md
+
+
+# --------------------------------------------------------------------- CLI
+def _add_args(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Micro-benchmarks of the TopK (patch selection) and HRPA kernels and of the whole head, "
+        "per implementation (loop, batched, compiled, triton), and with --report the latency "
+        "report reports/latency.md + reports/latency.png. Without --report it runs the "
+        "pytest-benchmark suites in benchmarks/ (like `tox -e bench`)."
+    )
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="measure everything in one run and write OUT/latency.md and OUT/latency.png "
+        "(written atomically)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes (C=64, a few pairs): checks the pipeline in seconds; the "
+        "numbers are not meaningful",
+    )
+    p.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="device to benchmark on (default: cuda if available, else cpu)",
+    )
+    p.add_argument(
+        "--impls",
+        default=",".join(IMPLEMENTATIONS),
+        help="comma-separated implementations for the micro-benchmarks (default: all; "
+        "unavailable ones are skipped with their reason)",
+    )
+    p.add_argument(
+        "--geometries",
+        default=",".join(GEOMETRIES),
+        help=f"comma-separated geometries (default: {','.join(GEOMETRIES)})",
+    )
+    p.add_argument(
+        "--eval-shard",
+        default="100x500",
+        metavar="IMAGESxTEXTS",
+        help="evaluation shard of the goal measurement (default 100x500)",
+    )
+    p.add_argument(
+        "--micro-shard",
+        default="16x128",
+        metavar="IMAGESxTEXTS",
+        help="shard of the micro-benchmarks (default 16x128; the pytest suites use "
+        "128x1024 on CUDA)",
+    )
+    p.add_argument(
+        "--train-batches",
+        default="32,64,128",
+        help="comma-separated training batch sizes of the micro-benchmarks (default 32,64,128)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's default, the number of cores)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed calls per measurement after the warm-up; the best is kept (loop: 1)",
+    )
+    p.add_argument("--out", default="reports", help="report folder (default: reports)")
+    p.add_argument("pytest_args", nargs="*", help="extra arguments passed to pytest (no --report)")
+
+
+@command("bench", "kernel micro-benchmarks and the latency report (--report)", _add_args)
+def _run_bench(args: argparse.Namespace) -> int:
+    import sys
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    impls = tuple(i for i in args.impls.split(",") if i)
+    for i in impls:
+        if i not in IMPLEMENTATIONS:
+            raise ValueError(f"--impls: invalid value {i!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+    geos = tuple(g for g in args.geometries.split(",") if g)
+    for g in geos:
+        if g not in GEOMETRIES:
+            raise ValueError(f"--geometries: invalid value {g!r}; allowed: {', '.join(GEOMETRIES)}")
+    if not args.report:
+        import pytest
+
+        bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
+        return int(pytest.main([str(bench_dir), "--benchmark-only", "-q", *args.pytest_args]))
+    if args.quick:
+        s = BenchSettings.quick_settings(args.device, impls)
+    else:
+        ev = [int(v) for v in args.eval_shard.lower().split("x")]
+        mi = [int(v) for v in args.micro_shard.lower().split("x")]
+        s = BenchSettings(
+            device=args.device,
+            impls=impls,
+            geometries=geos,
+            eval_images=ev[0],
+            eval_texts=ev[1],
+            micro_images=mi[0],
+            micro_texts=mi[1],
+            repeats=args.repeats,
+            train_batches=tuple(int(b) for b in args.train_batches.split(",") if b),
+        )
+    cmd = (
+        "seps-bench " + " ".join(sys.argv[1:])
+        if sys.argv[0].endswith("seps-bench")
+        else ("seps-bench bench --report" + (" --quick" if args.quick else ""))
+    )
+    md = run_report(s, Path(args.out), cmd, lambda m: print(m, flush=True))
+    print(f"wrote {md} and {md.with_suffix('.png')}")
+    return 0
+
+
+__all__ = [
+    "GEOMETRIES",
+    "VARIANTS",
+    "BenchSettings",
+    "bench_config",
+    "caption_lengths",
+    "make_head",
+    "make_inputs",
+    "measure",
+    "run_report",
+]

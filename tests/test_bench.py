@@ -1,0 +1,61 @@
+"""``seps-bench bench`` and the benchmark workloads (not timed: the numbers are not checked)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from seps import bench
+from seps.cli import main
+
+
+def test_caption_lengths_real_and_histogram(monkeypatch) -> None:
+    lengths, source = bench.caption_lengths("dense", 50, seed=1)
+    assert len(lengths) == 50 and all(20 <= n <= 300 for n in lengths)
+    monkeypatch.setattr(bench, "_DATA_DIRS", (Path("/nonexistent"),))
+    lengths, source = bench.caption_lengths("sparse", 200, seed=1)
+    assert source.endswith("f30k_lengths.json")
+    hist = json.loads(Path(source).read_text())
+    assert sum(hist["sparse"].values()) == 5000 and sum(hist["dense"].values()) == 1000
+    assert 10 < sum(lengths) / len(lengths) < 17  # Flickr30K captions: 13.5 words on average
+
+
+def test_make_inputs_shapes_and_dense_repeat() -> None:
+    img, cap, lens, long_cap, long_lens = bench.make_inputs(
+        "swin224", 3, 7, embed_size=16, dense_repeat=5
+    )
+    assert img.shape == (3, 49, 16) and cap.shape[0] == 7 and long_cap.shape[0] == 7
+    assert int(lens.max()) == cap.shape[1] and int(long_lens.max()) == long_cap.shape[1]
+    assert torch.equal(long_cap[0], long_cap[4]) and not torch.equal(long_cap[4], long_cap[5])
+    img, *_ = bench.make_inputs("vit384", 1, 2, embed_size=8, lengths="fixed:3,4")
+    assert img.shape == (1, 577, 8)
+
+
+def test_quick_report_writes_markdown_and_png(tmp_path: Path) -> None:
+    s = bench.BenchSettings.quick_settings("cpu", ("loop", "batched", "triton"))
+    s.geometries = ("swin224",)
+    md = bench.run_report(s, tmp_path, "seps-bench bench --report --quick", lambda m: None)
+    text = md.read_text()
+    for needle in ("## Goals", "Training step", "single-difference", "code+fused",
+                   "Speed-up against loop", "torch", "swin224"):  # fmt: skip
+        assert needle in text, needle
+    if not torch.cuda.is_available():
+        assert "`triton` skipped" in text
+    assert (tmp_path / "latency.png").stat().st_size > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
+
+
+def test_cli_help_explains_options(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("--report", "--quick", "--device", "--impls", "--eval-shard", "--threads",
+                "--repeats", "--out"):  # fmt: skip
+        assert opt in out
+
+
+def test_cli_rejects_unknown_impl() -> None:
+    assert main(["bench", "--report", "--quick", "--impls", "fast"]) != 0
