@@ -39,6 +39,11 @@ from .config import PRESETS, SEPSConfig, get_config
 NON_SEMANTIC_TRAIN_FIELDS = ("out_dir", "cache_dir", "progress", "device")
 
 
+#: Extra report sections a matrix may ask for (``sections: [...]``), rendered by
+#: :data:`seps.report.SECTIONS`.
+REPORT_SECTIONS = ("loss-study",)
+
+
 class AblationError(ValueError):
     """A malformed ablation file; the message names the file, run and field."""
 
@@ -171,6 +176,7 @@ class Matrix:
     baseline: str
     runs: tuple[RunSpec, ...]
     path: Path
+    sections: tuple[str, ...] = ()
 
     def run(self, run_id: str) -> RunSpec:
         for r in self.runs:
@@ -348,12 +354,19 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
         raise AblationError(
             f"{path}: field 'baseline': {baseline!r} is not a run id of this matrix"
         )
+    sections = doc.get("sections") or []
+    if not isinstance(sections, list) or any(x not in REPORT_SECTIONS for x in sections):
+        raise AblationError(
+            f"{path}: field 'sections': invalid value {sections!r}; expected a list of: "
+            f"{', '.join(REPORT_SECTIONS)}"
+        )
     return Matrix(
         name=str(doc.get("name", path.stem)),
         description=str(doc.get("description", "")).strip(),
         baseline=baseline,
         runs=tuple(runs),
         path=path,
+        sections=tuple(sections),
     )
 
 

@@ -29,6 +29,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "similarity_activation": ("leaky_relu", "none"),
     "decision": ("topk", "gumbel_topk", "gumbel_per_patch"),
     "ratio_loss": ("unified", "separate", "eq7", "off"),
+    "ratio_criterion": ("mse", "l1", "ce"),
+    "align_loss": ("triplet", "triplet_sum", "triplet_hardest", "distance_weighted", "infonce"),
 }
 
 #: Short human description of each field, used by ``seps-bench presets`` and the docs.
@@ -40,6 +42,9 @@ FIELD_HELP: dict[str, str] = {
     "similarity_activation": "activation on patch-word cosines: leaky_relu (0.1) or none",
     "decision": "selection decision: topk, gumbel_topk (straight-through), gumbel_per_patch",
     "ratio_loss": "ratio constraint: unified (code), separate (paper text), eq7, off",
+    "ratio_criterion": "penalty on (keep ratio, target): mse (paper), l1, ce (binned classes)",
+    "align_loss": "alignment loss: triplet (official schedule: sum, then hardest), "
+    "triplet_sum, triplet_hardest, distance_weighted (official option 2), infonce",
     "detach_selection": "run selection + extra token without gradient (SEPS code finding)",
     "embed_size": "joint embedding size C",
     "num_patches": "spatial patches N used to size the aggregation network",
@@ -52,6 +57,9 @@ FIELD_HELP: dict[str, str] = {
     "ratio_weight": "weight of the ratio loss in the total loss",
     "lambda_sparse": "ratio-loss coefficient l1 of the sparse-guided mask",
     "lambda_dense": "ratio-loss coefficient l2 of the dense-guided mask",
+    "ratio_bins": "number of keep-ratio classes of ratio_criterion=ce",
+    "ratio_ce_temperature": "sharpness of the ce ratio classifier, in bin widths",
+    "infonce_temperature": "temperature of align_loss=infonce",
 }
 
 
@@ -81,6 +89,11 @@ class SEPSConfig:
     ratio_weight: float = 2.0
     lambda_sparse: float = 1.0
     lambda_dense: float = 1.0
+    ratio_criterion: str = "mse"
+    ratio_bins: int = 10
+    ratio_ce_temperature: float = 0.1
+    align_loss: str = "triplet"
+    infonce_temperature: float = 0.05
 
     def __post_init__(self) -> None:
         validate(self)
@@ -125,7 +138,7 @@ def keep_count(n: int, ratio: float) -> int:
     return max(1, math.ceil(round(n * ratio, 9)))
 
 
-_INT_FIELDS = ("embed_size", "num_patches", "top_k")
+_INT_FIELDS = ("embed_size", "num_patches", "top_k", "ratio_bins")
 _FLOAT_FIELDS = (
     "sparse_ratio",
     "aggr_ratio",
@@ -135,6 +148,8 @@ _FLOAT_FIELDS = (
     "ratio_weight",
     "lambda_sparse",
     "lambda_dense",
+    "ratio_ce_temperature",
+    "infonce_temperature",
 )
 
 
@@ -188,6 +203,15 @@ def validate(cfg: SEPSConfig) -> None:
     if cfg.gumbel_tau <= 0:
         raise ValueError(
             f"config field 'gumbel_tau': invalid value {cfg.gumbel_tau!r}; allowed: > 0"
+        )
+    for name in ("ratio_ce_temperature", "infonce_temperature"):
+        if getattr(cfg, name) <= 0:
+            raise ValueError(
+                f"config field {name!r}: invalid value {getattr(cfg, name)!r}; allowed: > 0"
+            )
+    if cfg.ratio_bins < 2:
+        raise ValueError(
+            f"config field 'ratio_bins': invalid value {cfg.ratio_bins!r}; allowed: >= 2"
         )
     if cfg.margin < 0:
         raise ValueError(f"config field 'margin': invalid value {cfg.margin!r}; allowed: >= 0")

@@ -13,6 +13,7 @@ kernel implementations of :mod:`seps.kernels` (``batched`` by default).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,6 +75,12 @@ def _dense_runs(dense: _Text | None) -> tuple[Tensor, Tensor] | None:
     if dense is None or dense.raw.shape[0] < 2:
         return None
     raw, lens = dense.raw, dense.lens
+    if raw.stride(0) == 0 and lens.stride(0) == 0:
+        # One caption expanded over every text (the fair ``candidate`` protocol calls the
+        # head per image this way): a single run, without comparing B_t copies.
+        return torch.zeros(raw.shape[0], dtype=torch.long, device=raw.device), lens.new_zeros(
+            1, dtype=torch.long
+        )
     same = (raw[1:] == raw[:-1]).flatten(1).all(dim=1) & (lens[1:] == lens[:-1])
     if not bool(same.any()):
         return None
@@ -83,14 +90,22 @@ def _dense_runs(dense: _Text | None) -> tuple[Tensor, Tensor] | None:
     return rep, first
 
 
-@dataclass
 class _Text:
-    """One caption kind of a chunk of texts."""
+    """One caption kind of a chunk of texts: ``raw (B_t, L, C)`` unnormalised words,
+    ``lens (B_t,)``; ``norm`` (l2-normalised words) and ``mask (B_t, L)`` are computed
+    on first use, so a caption kind that a call never aligns against costs nothing."""
 
-    raw: Tensor  # (B_t, L, C) unnormalised words
-    lens: Tensor  # (B_t,)
-    norm: Tensor  # (B_t, L, C) l2-normalised words
-    mask: Tensor  # (B_t, L) bool
+    def __init__(self, raw: Tensor, lens: Tensor) -> None:
+        self.raw = raw
+        self.lens = lens
+
+    @functools.cached_property
+    def norm(self) -> Tensor:
+        return l2n(self.raw)
+
+    @functools.cached_property
+    def mask(self) -> Tensor:
+        return length_mask(self.lens, self.raw.shape[1])
 
 
 class SEPSHead(nn.Module):
@@ -277,11 +292,7 @@ class SEPSHead(nn.Module):
             return self._run(st, texts, units, cfg.branches, noise)
         rep, first = runs  # type: ignore[misc]
         dense = texts["dense"]
-        uniq = {
-            "dense": _Text(
-                dense.raw[first], dense.lens[first], dense.norm[first], dense.mask[first]
-            )
-        }
+        uniq = {"dense": _Text(dense.raw[first], dense.lens[first])}
         d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
         rest = [u for u in units if u not in dedupe]
         sims = d_sims[:, rep]  # type: ignore[index]
@@ -331,7 +342,11 @@ class SEPSHead(nn.Module):
         b_v, n = st.x.shape[:2]
         b_t = next(iter(texts.values())).raw.shape[0]
         with torch.no_grad():
-            glob = {k: text_global(t.raw.double(), t.lens) for k, t in texts.items()}
+            glob = {
+                k: text_global(t.raw.double(), t.lens)
+                for k, t in texts.items()
+                if k in self._guides(branches)
+            }
         gram = None
         if any(u.gram for u in units):
             gram = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2))  # (B_v, N, N)
@@ -398,7 +413,17 @@ class SEPSHead(nn.Module):
 
     @staticmethod
     def _text(embs: Tensor, lens: Tensor) -> _Text:
-        return _Text(embs, lens, l2n(embs), length_mask(lens, embs.shape[1]))
+        return _Text(embs, lens)
+
+    def _guides(self, branches: tuple[str, ...]) -> set[str]:
+        """Caption kinds whose global embedding the selections of ``branches`` read: each
+        branch's own, and under paper scoring with both captions in the head the other
+        one too (SPEC.md row 1's symmetric term)."""
+        cfg = self.config
+        kinds = set(branches)
+        if cfg.scoring == "paper" and cfg.dense_fusion in ("dual_branch", "fused"):
+            kinds |= {"sparse", "dense"}
+        return kinds
 
     def _select_image(
         self,

@@ -1176,8 +1176,10 @@ def render_report(
     figures: Mapping[str, Any],
     claims: Mapping[str, str],
     plots: Mapping[str, str],
+    extra: Sequence[str] = (),
 ) -> str:
-    """The markdown of one matrix's report (``plots``: caption -> PNG file name)."""
+    """The markdown of one matrix's report (``plots``: caption -> PNG file name;
+    ``extra``: the lines of the matrix's extra sections, placed before the cost)."""
     in_matrix = df[df["run_id"].isin([r.id for r in matrix.runs])] if len(df) else df
     cur, superseded = current_records(in_matrix)
     summary = summarise(df, matrix)
@@ -1218,6 +1220,7 @@ def render_report(
         lines += ["## Plots", ""]
         for caption, name in plots.items():
             lines += [f"![{caption}]({name})", ""]
+    lines += list(extra)
     lines += _cost_lines(summary)
     return "\n".join(lines)
 
@@ -1271,9 +1274,32 @@ def write_report(
     for name in (f"{matrix.name}-delta.png", f"{matrix.name}-curves.png"):
         if name not in plots.values():
             (out_dir / name).unlink(missing_ok=True)
+    extra: list[str] = []
+    for section in matrix.sections:
+        cur = (
+            df
+            if df.empty
+            else current_records(df[df["run_id"].isin([r.id for r in matrix.runs])])[0]
+        )
+        lines, _, _ = SECTIONS[section](cur, matrix.name, out_dir)
+        extra += lines
     path = out_dir / f"{matrix.name}.md"
-    _atomic_write_text(path, render_report(matrix, df, figures, claims, plots))
+    _atomic_write_text(path, render_report(matrix, df, figures, claims, plots, extra))
     return path
+
+
+def _loss_study(cur: pd.DataFrame, name: str, out_dir: Path) -> tuple[list[str], Any, Any]:
+    from .loss_study import loss_study_section
+
+    return loss_study_section(cur, name, out_dir)
+
+
+#: Extra sections a matrix asks for with ``sections: [...]`` (see
+#: :data:`seps.ablations.REPORT_SECTIONS`): ``(current records, matrix name, report
+#: folder) -> (markdown lines, plots, plotted series)``.
+SECTIONS: dict[str, Callable[[pd.DataFrame, str, Path], tuple[list[str], Any, Any]]] = {
+    "loss-study": _loss_study,
+}
 
 
 # ------------------------------------------------------------------------------- CLI

@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import random
@@ -615,6 +616,27 @@ class TrainStep(torch.nn.Module):
         return m(img, cap, cap_lens, dense, dense_lens)
 
 
+def grad_norm(params: Sequence[torch.nn.Parameter]) -> float | None:
+    """L2 norm of the accumulated ``.grad`` of ``params`` (``None`` without parameters;
+    a parameter that received no gradient counts as 0)."""
+    if not params:
+        return None
+    sq = sum(float(p.grad.detach().float().pow(2).sum()) for p in params if p.grad is not None)
+    return math.sqrt(sq)
+
+
+def ratio_grad_norm(ratio_term: Tensor, params: Sequence[torch.nn.Parameter]) -> float | None:
+    """L2 norm of ``d ratio_term / d params``: what the ratio loss alone sends to the
+    score predictor. Exactly 0 when the term does not depend on them at all (a hard
+    top-K decision: no graph); ``None`` without parameters."""
+    if not params:
+        return None
+    if not ratio_term.requires_grad:
+        return 0.0
+    grads = torch.autograd.grad(ratio_term, params, retain_graph=True, allow_unused=True)
+    return math.sqrt(sum(float(g.detach().float().pow(2).sum()) for g in grads if g is not None))
+
+
 def set_dropout(module: torch.nn.Module, p: float) -> None:
     """Set every dropout probability of ``module`` (``TrainConfig.dropout``)."""
     for m in module.modules():
@@ -700,6 +722,9 @@ def train(
         optimizer, milestones=list(cfg.lr_milestones), gamma=cfg.lr_gamma
     )
     criterion = SEPSLoss(seps_cfg)
+    # "The score predictor": every learnable parameter of the selection (eq. 1's
+    # MLP, the per-patch keep bias); its gradient norm is logged every step.
+    selector_params = [p for p in model.cross_net.selectors.parameters() if p.requires_grad]
     state = RunState()
     ckpt_path = out / "checkpoint_last.pt"
     if resume and ckpt_path.exists():
@@ -737,6 +762,7 @@ def train(
         max_violation = epoch >= cfg.max_violation_from
         sums = {"loss": 0.0, "align": 0.0, "ratio": 0.0, "grad_norm": 0.0}
         ratio_sums: dict[str, float] = {}
+        step_log: list[dict[str, Any]] = []
         steps = 0
         bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
         per_rank = cfg.batch_size // dist.world
@@ -784,16 +810,33 @@ def train(
                 optimizer.zero_grad(set_to_none=True)
                 continue
             optimizer.zero_grad(set_to_none=True)
+            ratio_gn = None
+            if dist.world == 1:
+                ratio_gn = ratio_grad_norm(seps_cfg.ratio_weight * loss.ratio, selector_params)
             loss.total.backward()
+            selector_gn = grad_norm(selector_params)
             gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             steps += 1
-            sums["loss"] += loss.total.item()
-            sums["align"] += loss.align.item()
-            sums["ratio"] += float(loss.ratio.detach())
+            kr = {b: float(r.detach()) for b, r in keep_ratios(masks).items()}
+            step_log.append(
+                {
+                    "step": i,
+                    "loss": loss.total.item(),
+                    "align": loss.align.item(),
+                    "ratio": float(loss.ratio.detach()),
+                    "ratio_parts": {k: float(v.detach()) for k, v in loss.ratio_parts.items()},
+                    "keep_ratio": kr,
+                    "selector_grad_norm": selector_gn,
+                    "ratio_grad_norm": ratio_gn,
+                }
+            )
+            sums["loss"] += step_log[-1]["loss"]
+            sums["align"] += step_log[-1]["align"]
+            sums["ratio"] += step_log[-1]["ratio"]
             sums["grad_norm"] += float(gn)
-            for b, r in keep_ratios(masks).items():
-                ratio_sums[b] = ratio_sums.get(b, 0.0) + float(r.detach())
+            for b, r in kr.items():
+                ratio_sums[b] = ratio_sums.get(b, 0.0) + r
             bar.set_postfix(loss=f"{sums['loss'] / steps:.2f}")
         scheduler.step()
         seconds = time.perf_counter() - t0
@@ -806,6 +849,7 @@ def train(
             "lr": [g["lr"] for g in optimizer.param_groups],
             "seconds": seconds,
             "train_pairs_per_second": steps * cfg.batch_size / max(seconds, 1e-9),
+            "steps_log": step_log,
         }
         if val_split is not None:
             rec["val"] = evaluate_model(model, val_split, device, cfg, feats=val_feats)

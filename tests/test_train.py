@@ -220,3 +220,41 @@ def test_cli_eval_official_checkpoint(synth, tmp_path, capsys):
     assert rec["official"] is True and set(rec["metrics"]) >= {"rsum", "i2t_r1", "t2i_r10"}
     assert main([*args[:4], "--no-progress"]) == 2  # --official without --data-path
     assert "--data-path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("decision", ["topk", "gumbel_topk", "gumbel_per_patch"])
+def test_step_log_records_ratio_and_score_predictor_gradients(synth, tmp_path, decision):
+    """Per-step records of the loss study: keep ratios, loss parts, gradient norms. The
+    ratio loss is a constant with no gradient to the score predictor under topk (no
+    graph) and gumbel_topk (a softmax sums to 1), and acts under gumbel_per_patch."""
+    head = get_config("paper", embed_size=32, decision=decision)
+    cfg = tiny(synth, tmp_path / decision, epochs=1, max_steps_per_epoch=4, val_images=0)
+    result = train(cfg, head)
+    log = result["history"][0]["steps_log"]
+    assert len(log) == 4
+    for rec in log:
+        assert set(rec["keep_ratio"]) == {"sparse", "dense"}
+        assert set(rec["ratio_parts"]) == {"sparse", "dense"}  # paper: separate form
+        assert rec["ratio"] == pytest.approx(sum(rec["ratio_parts"].values()))
+        assert rec["loss"] == pytest.approx(rec["align"] + 2.0 * rec["ratio"], rel=1e-5)
+    # The alignment loss reaches the predictor (step 0 has warm-up factor 0: no gradient).
+    assert all(rec["selector_grad_norm"] > 0 for rec in log[1:])
+    ratios = [r["ratio"] for r in log]
+    grads = [r["ratio_grad_norm"] for r in log]
+    if decision == "topk":
+        assert all(g == 0.0 for g in grads)
+    if decision in ("topk", "gumbel_topk"):
+        assert max(ratios) == min(ratios)
+        assert max(grads) < 1e-5
+    else:
+        assert max(ratios) > min(ratios)
+        assert max(grads) > 1e-3
+
+
+def test_step_log_without_a_score_predictor(synth, tmp_path):
+    # The code preset has no learnable selection parameter: nothing to measure.
+    cfg = tiny(synth, tmp_path / "code", epochs=1, max_steps_per_epoch=2, val_images=0)
+    log = train(cfg, HEAD)["history"][0]["steps_log"]
+    assert all(r["selector_grad_norm"] is None and r["ratio_grad_norm"] is None for r in log)
+    # Hard top-K of an even N keeps half of each mask: (0.5 + 0.5 - 0.5)^2 at every step.
+    assert all(r["ratio"] == pytest.approx(0.25) for r in log)
