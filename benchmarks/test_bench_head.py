@@ -27,6 +27,7 @@ from seps.bench import (
     make_head,
     make_inputs,
     topk_fn,
+    train_fits,
     train_fn,
 )
 from seps.kernels import IMPLEMENTATIONS, unavailable_reason
@@ -90,6 +91,8 @@ def test_head_eval_shard(benchmark, impl: str, geometry: str) -> None:
 @pytest.mark.parametrize("geometry", list(GEOMETRIES))
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_head_train_step(benchmark, impl: str, geometry: str, batch: int) -> None:
+    if not train_fits(impl, geometry, batch, 512, DEVICE):
+        pytest.skip(f"{impl} train B={batch} {geometry}: estimated memory > 50% of RAM")
     head, inputs = _setup(impl, geometry, batch, batch)
     benchmark.extra_info.update(pairs=batch * batch, device=DEVICE, kernel="head-train")
     benchmark.pedantic(_sync(train_fn(head, inputs)), **_rounds(impl))

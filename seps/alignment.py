@@ -101,12 +101,19 @@ class HRPA(nn.Module):
         wm = word_mask.unsqueeze(0).expand(s.shape[0], -1, -1)  # (B_v, B_t, M)
         row = _masked_max(s, None if token_mask is None else token_mask.unsqueeze(2), dim=3)
         col = _masked_max(s, wm.unsqueeze(3), dim=2)  # (B_v, B_t, L)
-        out = torch.zeros(s.shape[:2], dtype=s.dtype, device=s.device)
+        return self.combine(row, col, wm, token_mask)
+
+    def combine(
+        self, row: Tensor, col: Tensor, word_mask: Tensor, token_mask: Tensor | None
+    ) -> Tensor:
+        """``S(I, T)`` from the (activated) row maxima ``(..., M)`` and column maxima
+        ``(..., L)``: ``row_mean + col_mean`` and/or the relevance terms of eq. (5)."""
+        out = torch.zeros(row.shape[:-1], dtype=row.dtype, device=row.device)
         if self.config.hrpa in ("mean", "mean_topk"):
-            out = out + _masked_mean(row, wm) + _masked_mean(col, token_mask)
+            out = out + _masked_mean(row, word_mask) + _masked_mean(col, token_mask)
         if self.relevance_mlp is not None:
             k = self.config.top_k
-            top = torch.stack([_topk_padded(row, wm, k), _topk_padded(col, token_mask, k)])
+            top = torch.stack([_topk_padded(row, word_mask, k), _topk_padded(col, token_mask, k)])
             out = out + self.relevance_mlp(top).squeeze(-1).sum(0)
         return out
 
@@ -131,14 +138,7 @@ class HRPA(nn.Module):
             # Monotone: the activation of the maximum is the maximum of the activations.
             row = F.leaky_relu(row, negative_slope=0.1)
             col = F.leaky_relu(col, negative_slope=0.1)
-        out = torch.zeros(s.shape[0], dtype=s.dtype, device=s.device)
-        if self.config.hrpa in ("mean", "mean_topk"):
-            out = out + _masked_mean(row, word_mask) + _masked_mean(col, token_mask)
-        if self.relevance_mlp is not None:
-            k = self.config.top_k
-            top = torch.stack([_topk_padded(row, word_mask, k), _topk_padded(col, token_mask, k)])
-            out = out + self.relevance_mlp(top).squeeze(-1).sum(0)
-        return out
+        return self.combine(row, col, word_mask, token_mask)
 
 
 #: ``rowcol(s, col_scale, word_mask, token_mask) -> (row (B, M), col (B, L))``

@@ -486,7 +486,7 @@ def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[s
     return rows
 
 
-def _train_fits(impl: str, geometry: str, batch: int, embed_size: int, device: str) -> bool:
+def train_fits(impl: str, geometry: str, batch: int, embed_size: int, device: str) -> bool:
     """Whether a training step is expected to fit in half the machine's memory.
 
     Measured on ViT-224 at C = 512 (``reports/latency.md``): the loop keeps the
@@ -540,7 +540,7 @@ def micro_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any
                 pairs / measure(eval_fn(head, inputs), s.device, reps)["seconds"]
             )
             for b in s.train_batches:
-                if not _train_fits(impl, geo, b, s.embed_size, s.device):
+                if not train_fits(impl, geo, b, s.embed_size, s.device):
                     row[f"train{b}_ms"] = float("nan")  # skipped: would not fit in memory
                     skipped.setdefault(f"{impl} train B={b} {geo}", "estimated memory > 50% of RAM")
                     continue

@@ -480,8 +480,48 @@ def statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[
                 f"predictor reaches {g:.3g} (Table 1; plot 'score-predictor gradient')."
             )
             out += _mse_vs_ce(rs, decision)
+            out += _seed_ratio_claim(rs)
     out += _align_statements(arows)
     return out
+
+
+def _seed_ratio_claim(rs: list[dict[str, Any]]) -> list[str]:
+    """Seed 000's argument for MSE, checked on the paper's (``separate``) form."""
+    m = next((r for r in rs if r["criterion"] == "mse" and r["form"] == _PLOT_FORM), None)
+    c = next((r for r in rs if r["criterion"] == "ce" and r["form"] == _PLOT_FORM), None)
+    if m is None or c is None:
+        return []
+    em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
+    d = _paired(m["rsum_by_seed"], c["rsum_by_seed"])
+    if d[3] < 2:
+        acc = "the rSum difference has no CI (one seed)"
+    elif d[2] < 0.05:
+        acc = f"rSum differs outside seed noise ({'MSE' if d[0] > 0 else 'CE'} higher)"
+    else:
+        acc = "rSum does not differ outside seed noise"
+    keep = (
+        "MSE holds the keep ratio closer to the target"
+        if em + 5e-4 < ec
+        else "CE holds the keep ratio closer to the target"
+        if ec + 5e-4 < em
+        else "both hold the keep ratio equally close to the target"
+    )
+    if d[3] < 2:
+        verdict = "with one seed this cannot test the seed's preference for MSE"
+    elif d[2] < 0.05:
+        verdict = (
+            "the data support the seed's preference for MSE"
+            if d[0] > 0
+            else "the data contradict the seed's preference for MSE"
+        )
+    else:
+        verdict = "the data neither support nor refute the seed's preference for MSE"
+    return [
+        f"  - Seed `000_*` argues that the ratio is a regression target (MSE) and that CE's "
+        f"classes make nearby ratios cost very differently; the analytic curves show that "
+        f"staircase (plot 'ratio losses vs keep ratio'). In training (form `separate`), "
+        f"{keep} and {acc}; {verdict}."
+    ]
 
 
 def _mse_vs_ce(rs: list[dict[str, Any]], decision: str) -> list[str]:
