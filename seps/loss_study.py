@@ -30,6 +30,7 @@ import pandas as pd
 
 from .config import CHOICES, get_config
 from .losses import ratio_penalty, ratio_target_bin
+from .report import _save_png, _table, fmt, fmt_ci, mean_ci, paired_test
 
 #: Ratio criteria of the study, ``off`` meaning ``ratio_loss=off``.
 CRITERIA = ("mse", "l1", "ce", "off")
@@ -40,6 +41,9 @@ ALIGN_LOSSES = CHOICES["align_loss"]
 GRAD_ZERO = 1e-5
 _COLORS = {"mse": "tab:blue", "l1": "tab:green", "ce": "tab:red", "off": "tab:gray"}
 _PLOT_FORM = "separate"  # the paper text's form: one keep ratio per mask
+_PAPER_RATIO = {
+    k: getattr(get_config("paper"), k) for k in ("decision", "ratio_loss", "ratio_criterion")
+}
 
 
 # ------------------------------------------------------------------------ records
@@ -79,10 +83,7 @@ def _done(cur: pd.DataFrame) -> pd.DataFrame:
 
 def _is_align_variant(head: Mapping[str, Any]) -> bool:
     """A run that differs from the paper preset's ratio setting only by its alignment loss."""
-    paper = get_config("paper")
-    return all(
-        head.get(k) == getattr(paper, k) for k in ("decision", "ratio_loss", "ratio_criterion")
-    )
+    return all(head.get(k) == v for k, v in _PAPER_RATIO.items())
 
 
 def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
@@ -91,9 +92,7 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
     part = done[done["align_loss"] == "triplet"] if len(done) else done
     for decision in DECISIONS:
         for crit in CRITERIA:
-            for form in (*FORMS, "off") if crit == "off" else FORMS:
-                if (crit == "off") != (form == "off"):
-                    continue
+            for form in ("off",) if crit == "off" else FORMS:
                 sel = part[
                     (part["decision"] == decision)
                     & (part["criterion"] == crit)
@@ -118,7 +117,7 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
                         float(np.mean([mean_keep(s) for s in last])) if last else math.nan
                     )
                     targets.append(float(head.get("sparse_ratio", math.nan)))
-                rsum = _mean_ci([float(v) for v in sel["rsum"]])
+                rsum = mean_ci([float(v) for v in sel["rsum"]])
                 rows.append(
                     {
                         "decision": decision,
@@ -152,18 +151,12 @@ def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
             {
                 "align_loss": kind,
                 "seeds": len(sel),
-                "rsum": _mean_ci([float(v) for v in sel["rsum"]]),
+                "rsum": mean_ci([float(v) for v in sel["rsum"]]),
                 "rsum_by_seed": dict(zip(sel["seed"], sel["rsum"], strict=True)),
                 "run_ids": sorted(set(sel["run_id"])),
             }
         )
     return rows
-
-
-def _mean_ci(values: Sequence[float]) -> tuple[float, float, int]:
-    from .report import mean_ci
-
-    return mean_ci(values)
 
 
 # -------------------------------------------------------------------------- plots
@@ -247,7 +240,6 @@ def _per_decision_plot(
     second: Callable[[Mapping[str, Any]], Any] | None = None,
     title: str,
 ) -> dict[str, dict[str, Any]]:
-    from .report import _save_png
 
     panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for decision in DECISIONS:
@@ -273,19 +265,15 @@ def _per_decision_plot(
         1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False, layout="constrained"
     )
     out: dict[str, dict[str, Any]] = {}
+    rho = _target(done) if target else None
     for ax, (decision, lines) in zip(axes[0], panels.items(), strict=True):
         for label, (x, y) in lines.items():
             crit = label.split(" ")[0]
             style = "--" if "only" in label else "-"
             ax.plot(x, y, style, color=_COLORS[crit], label=label, linewidth=1.2)
         drawn = _read_lines(ax)
-        if target:
-            rho = _target(done)
-            if not math.isnan(rho):
-                ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target")
-                drawn_target = rho
-            else:
-                drawn_target = None
+        if rho is not None:
+            ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target")
         if second is not None:
             ax.set_yscale("symlog", linthresh=1e-6)
         ax.set_title(f"{title}: decision={decision}", fontsize=9)
@@ -295,15 +283,16 @@ def _per_decision_plot(
         ax.legend(fontsize=7, frameon=False)
         out[decision] = {"lines": drawn}
         if target:
-            out[decision]["target"] = drawn_target
+            out[decision]["target"] = rho
     _save_png(fig, path)
     plt.close(fig)
     return out
 
 
-def _target(done: pd.DataFrame) -> float:
+def _target(done: pd.DataFrame) -> float | None:
+    """The runs' common selection ratio rho (``None`` if they differ)."""
     rhos = {float(h.get("sparse_ratio")) for h in done["head_config"] if h.get("sparse_ratio")}
-    return rhos.pop() if len(rhos) == 1 else math.nan
+    return rhos.pop() if len(rhos) == 1 else None
 
 
 def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
@@ -313,8 +302,6 @@ def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     Under CE the curve is a staircase: ratios inside the target class cost the same,
     ratios across a class boundary differ sharply."""
     import torch
-
-    from .report import _save_png
 
     part = done[(done["align_loss"] == "triplet") & (done["form"] == _PLOT_FORM)]
     if part.empty:
@@ -380,7 +367,6 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     """Left: the alignment loss per step (mean over seeds, each loss divided by its
     first logged value so that different scales share an axis). Right: test rSum per
     alignment loss, mean with 95% CI over seeds."""
-    from .report import _save_png
 
     rows = align_rows(done)
     if not rows:
@@ -417,14 +403,10 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------- statements
 def _f(x: float, digits: int = 3) -> str:
-    from .report import fmt
-
     return fmt(x, digits)
 
 
 def _ci(m: tuple[float, float, int], digits: int = 1) -> str:
-    from .report import fmt_ci
-
     return fmt_ci(m[0], m[1], m[2], digits)
 
 
@@ -439,7 +421,6 @@ def _acts(rows: list[dict[str, Any]], decision: str) -> tuple[bool, list[dict[st
 
 
 def _paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple[float, float, float, int]:
-    from .report import paired_test
 
     seeds = sorted(set(a) & set(b))
     return paired_test([float(a[s]) - float(b[s]) for s in seeds])
@@ -581,7 +562,6 @@ def _align_statements(arows: list[dict[str, Any]]) -> list[str]:
 
 # ------------------------------------------------------------------------- tables
 def ratio_table(rows: list[dict[str, Any]]) -> str:
-    from .report import _table
 
     body = [
         [
@@ -612,7 +592,6 @@ def ratio_table(rows: list[dict[str, Any]]) -> str:
 
 
 def align_table(arows: list[dict[str, Any]]) -> str:
-    from .report import _table
 
     base = next((r for r in arows if r["align_loss"] == "triplet"), None)
     body = []

@@ -616,13 +616,15 @@ class TrainStep(torch.nn.Module):
         return m(img, cap, cap_lens, dense, dense_lens)
 
 
+def _l2(tensors: Sequence[Tensor | None]) -> float:
+    """Joint L2 norm of ``tensors`` (``None`` entries count as 0)."""
+    return math.sqrt(sum(float(t.detach().float().pow(2).sum()) for t in tensors if t is not None))
+
+
 def grad_norm(params: Sequence[torch.nn.Parameter]) -> float | None:
     """L2 norm of the accumulated ``.grad`` of ``params`` (``None`` without parameters;
     a parameter that received no gradient counts as 0)."""
-    if not params:
-        return None
-    sq = sum(float(p.grad.detach().float().pow(2).sum()) for p in params if p.grad is not None)
-    return math.sqrt(sq)
+    return _l2([p.grad for p in params]) if params else None
 
 
 def ratio_grad_norm(ratio_term: Tensor, params: Sequence[torch.nn.Parameter]) -> float | None:
@@ -633,8 +635,7 @@ def ratio_grad_norm(ratio_term: Tensor, params: Sequence[torch.nn.Parameter]) ->
         return None
     if not ratio_term.requires_grad:
         return 0.0
-    grads = torch.autograd.grad(ratio_term, params, retain_graph=True, allow_unused=True)
-    return math.sqrt(sum(float(g.detach().float().pow(2).sum()) for g in grads if g is not None))
+    return _l2(torch.autograd.grad(ratio_term, params, retain_graph=True, allow_unused=True))
 
 
 def set_dropout(module: torch.nn.Module, p: float) -> None:
