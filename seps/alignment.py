@@ -25,7 +25,10 @@ materialises the alignment tokens per (image, text) pair in their normalised for
   all texts. Gram wins for short captions (sparse: M ~ 20), direct for long ones
   (dense: M ~ 120); :func:`use_gram` picks the cheaper per branch;
 - the activation is monotone, so ``act(max(s)) = max(act(s))``: it is applied to
-  the row and column maxima only.
+  the row and column maxima only;
+- the extra token is one more row of ``W`` and the ``[CLS]`` column
+  ``<u_j, l2n(cls)>`` is computed for a block of images in one GEMM
+  (:func:`cls_word_scores`), so a pair needs one batched product per order.
 """
 
 from __future__ import annotations
@@ -170,10 +173,62 @@ def _inv_norm(sq: Tensor) -> Tensor:
     return torch.sqrt(sq.clamp(min=0.0)).clamp(min=1e-12).reciprocal()
 
 
+class _DirectTokens(torch.autograd.Function):
+    """Direct order of the weighted tokens: ``A = W x`` ``(B, R, C)``, returns
+    ``<u_j, A_i>`` ``(B, M, R)`` and ``1 / max(||A_i||, 1e-12)`` ``(B, R)``.
+
+    Same values and gradients as the three autograd ops, with a hand-written
+    backward: the gradient of ``A`` from both outputs is one batched product plus
+    one scaled add (autograd's norm backward takes several full passes over ``A``),
+    and the batched products use contiguous layouts.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, w: Tensor, x: Tensor, words: Tensor):  # type: ignore[override]
+        b, r, n = w.shape
+        a = (w.reshape(b * r, n) @ x).view(b, r, -1)
+        s = torch.bmm(words, a.transpose(1, 2))
+        norm = torch.linalg.vector_norm(a, dim=-1)
+        inv = norm.clamp(min=1e-12).reciprocal()
+        ctx.save_for_backward(w, x, words, a, inv, norm)
+        return s, inv
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, ds: Tensor, dinv: Tensor):  # type: ignore[override]
+        w, x, words, a, inv, norm = ctx.saved_tensors  # type: ignore[attr-defined]
+        need_w, need_x, need_words = ctx.needs_input_grad[:3]  # type: ignore[attr-defined]
+        dw = dx = dwords = None
+        if need_words:
+            dwords = torch.bmm(ds, a)
+        if need_w or need_x:
+            # d(1/max(||a||, eps)) / da = -a / ||a||^3 where ||a|| > eps, else 0.
+            coef = torch.where(norm > 1e-12, -dinv * inv**3, torch.zeros_like(inv))
+            da = torch.baddbmm(a * coef.unsqueeze(-1), ds.transpose(1, 2), words)
+            b, r, n = w.shape
+            da2 = da.view(b * r, -1)
+            if need_w:
+                dw = (da2 @ x.t()).view(b, r, n)
+            if need_x:
+                dx = w.reshape(b * r, n).t() @ da2
+        return dw, dx, dwords
+
+
+def cls_word_scores(words: Tensor, cls_n: Tensor) -> tuple[Tensor, ...]:
+    """``<u_j, l2n(cls_v)>`` for images ``v`` and every word of every text, one
+    ``(B_t, M)`` tensor per image.
+
+    words: ``(B_t, M, C)`` normalised words; cls_n: ``(G, C)`` normalised ``[CLS]``
+    of a block of images. One GEMM for the block: a matrix-vector product per image
+    would re-read all the words for every image (memory-bound, about 20x slower).
+    """
+    b_t, m, c = words.shape
+    return (cls_n @ words.reshape(b_t * m, c).t()).view(-1, b_t, m).unbind(0)
+
+
 def patch_word_scores(
     words: Tensor,
     x: Tensor,
-    cls_n: Tensor | None,
+    cls_col: Tensor | None,
     agg_weights: Tensor | None,
     extra_weights: Tensor,
     gram: Tensor | None = None,
@@ -185,12 +240,15 @@ def patch_word_scores(
     The alignment tokens are ``T = l2n([cls, body..., e])`` where the body is
     ``A = agg_weights @ x`` (aggregation) or the patches marked by each of
     ``body_masks`` (``aggregation='none'``; two masks under ``fused``), and the
-    extra token is ``e = extra_weights @ x``.
+    extra token is ``e = extra_weights @ x``. The extra token is one more row of the
+    aggregation weights, so ``[A; e]`` is one GEMM and its patch-word products one
+    batched product. The token order (``cls``, selected patches, aggregated tokens,
+    extra token) does not matter: HRPA reduces over tokens with max, mean and top-k.
 
     Args:
         words: ``(B, M, C)`` normalised words of the texts.
         x: ``(N, C)`` unnormalised patches of the image.
-        cls_n: ``(C,)`` normalised ``[CLS]`` or ``None``.
+        cls_col: ``(B, M)`` ``<u_j, l2n(cls)>`` (:func:`cls_word_scores`) or ``None``.
         agg_weights: ``(B, N_c, N)`` aggregation weights, or ``None`` without aggregation.
         extra_weights: ``(B, N)`` weights of the extra token.
         gram: ``(N, N)`` ``x x^T``: use the gram order (see the module docstring).
@@ -202,50 +260,41 @@ def patch_word_scores(
         every token is valid), for :meth:`HRPA.reduce`.
     """
     b, m, _ = words.shape
-    blocks: list[Tensor] = []
-    scales: list[Tensor] = []
-    masks: list[Tensor] = []
-    ones = torch.ones(b, 1, dtype=words.dtype, device=words.device)
-    true = torch.ones(b, 1, dtype=torch.bool, device=words.device)
-    if cls_n is not None:
-        blocks.append((words @ cls_n).unsqueeze(-1))  # (B, M, 1)
-        scales.append(ones)
-        masks.append(true)
+    w = extra_weights.unsqueeze(1)
+    if agg_weights is not None:
+        w = torch.cat([agg_weights, w], dim=1)
+    r = w.shape[1]  # N_c + 1 (or 1) weighted tokens: aggregated tokens, then extra token
     if gram is not None:
         # Gram order: P[b, j, n] = <u_j, x_n>, one GEMM for the whole chunk.
         p = (words.reshape(b * m, -1) @ x.t()).view(b, m, -1)  # (B, M, N)
-        if agg_weights is not None:
-            blocks.append(torch.bmm(p, agg_weights.transpose(1, 2)))  # (B, M, N_c)
-            n_c = agg_weights.shape[1]
-            wg = (agg_weights.reshape(b * n_c, -1) @ gram).view(b, n_c, -1)
-            scales.append(_inv_norm((wg * agg_weights).sum(-1)))
-        blocks.append(torch.bmm(p, extra_weights.unsqueeze(-1)))  # (B, M, 1)
-        scales.append(_inv_norm(((extra_weights @ gram) * extra_weights).sum(-1, keepdim=True)))
+        weighted = torch.bmm(p, w.transpose(1, 2))  # (B, M, R)
+        wg = (w.reshape(b * r, -1) @ gram).view(b, r, -1)
+        weighted_scale = _inv_norm((wg * w).sum(-1))
     else:
-        if agg_weights is not None:
-            n_c = agg_weights.shape[1]
-            a = (agg_weights.reshape(b * n_c, -1) @ x).view(b, n_c, -1)  # (B, N_c, C)
-            blocks.append(torch.bmm(words, a.transpose(1, 2)))
-            scales.append(_inv_norm((a * a).sum(-1)))
-        e = extra_weights @ x  # (B, C)
-        blocks.append(torch.bmm(words, e.unsqueeze(-1)))
-        scales.append(_inv_norm((e * e).sum(-1, keepdim=True)))
-    if agg_weights is not None:
-        masks.append(torch.ones(b, agg_weights.shape[1], dtype=torch.bool, device=words.device))
+        weighted, weighted_scale = _DirectTokens.apply(w, x, words)
+    blocks: list[Tensor] = []
+    scales: list[Tensor] = []
+    masks: list[Tensor] = []
+    if cls_col is not None:
+        blocks.append(cls_col.unsqueeze(-1))  # (B, M, 1)
+        scales.append(torch.ones(b, 1, dtype=words.dtype, device=words.device))
+        masks.append(torch.ones(b, 1, dtype=torch.bool, device=words.device))
     if body_masks:
         assert xn is not None
         # Without aggregation the body is the selected patches themselves: their
         # cosines with every word, repeated once per selection, masked per pair.
         sx = (words.reshape(b * m, -1) @ xn.t()).view(b, m, -1)  # (B, M, N)
         for mask in body_masks:
-            blocks.insert(len(blocks) - 1, sx)
-            scales.insert(len(scales) - 1, torch.ones_like(mask, dtype=words.dtype))
+            blocks.append(sx)
+            scales.append(torch.ones_like(mask, dtype=words.dtype))
             masks.append(mask)
-    masks.append(true)
+    blocks.append(weighted)
+    scales.append(weighted_scale)
+    masks.append(torch.ones(b, r, dtype=torch.bool, device=words.device))
     s = torch.cat(blocks, dim=2)
     col_scale = torch.cat(scales, dim=1)
     token_mask = torch.cat(masks, dim=1) if body_masks else None
     return s, col_scale, token_mask
 
 
-__all__ = ["HRPA", "RowColFn", "patch_word_scores", "row_col_max", "use_gram"]
+__all__ = ["HRPA", "RowColFn", "cls_word_scores", "patch_word_scores", "row_col_max", "use_gram"]

@@ -5,10 +5,13 @@ returns ``sims (B_v, B_t)`` in eval mode and ``(sims, masks)`` in train mode,
 where ``masks`` maps each selection branch (``"sparse"``, ``"dense"``) to its
 decision matrix D of shape ``(B_v, B_t, N)``.
 
-The head is batched over texts: for each image, all texts of a chunk are
-processed with tensor operations, and ``text_chunk_size`` only bounds the memory
-(the result does not depend on it). ``impl`` selects one of the interchangeable
-kernel implementations of :mod:`seps.kernels` (``batched`` by default).
+The head is batched over texts: the selections (steps 3-5) are computed for a
+block of images and all texts at once, the alignment (steps 6-8) for each image
+and a chunk of texts at a time; ``text_chunk_size`` and ``memory_budget_mb`` only
+bound the memory (the result does not depend on them). Within a chunk the word
+padding beyond the chunk's longest caption is cut before any GEMM. ``impl``
+selects one of the interchangeable kernel implementations of :mod:`seps.kernels`
+(``batched`` by default).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from .aggregation import TokenAggregation, pair_weights
-from .alignment import HRPA, patch_word_scores, use_gram
+from .alignment import HRPA, cls_word_scores, patch_word_scores, use_gram
 from .config import SEPSConfig, get_config
 from .selection import (
     PatchSelector,
@@ -68,6 +71,15 @@ class _ImageState:
     cls_n: Tensor | None  # (B_v, C) l2n([CLS])
 
 
+class _ImageRows:
+    """Per-image views of an :class:`_ImageState` (``unbind``: one backward stack)."""
+
+    def __init__(self, st: _ImageState) -> None:
+        self.x = st.x_sel.unbind(0)
+        self.xn = st.xn.unbind(0)
+        self.exp_logits = {b: e.unbind(0) for b, e in st.exp_logits.items()}
+
+
 def _dense_runs(dense: _Text | None) -> tuple[Tensor, Tensor] | None:
     """Runs of identical consecutive dense captions: ``(rep, first)`` with ``first`` the
     index of each run's first text and ``rep[t]`` the run of text ``t``; ``None`` when
@@ -106,6 +118,36 @@ class _Text:
     @functools.cached_property
     def mask(self) -> Tensor:
         return length_mask(self.lens, self.raw.shape[1])
+
+    @functools.cached_property
+    def lens_list(self) -> list[int]:
+        return self.lens.tolist()
+
+    def words_of(self, sl: slice) -> int:
+        """The longest length among the texts ``sl``: the padding beyond it is cut."""
+        return max(self.lens_list[sl])
+
+
+class _ClsColumns:
+    """The ``[CLS]`` column of ``S_pw`` (``<u_j, l2n(cls_v)>``) of one caption kind for
+    every image, computed for a block of images at a time (:func:`cls_word_scores`)
+    as the image loop reaches it, so that at most ``block`` images' columns are held."""
+
+    def __init__(self, words: Tensor, cls_n: Tensor, budget_floats: int) -> None:
+        self.words = words
+        self.cls_n = cls_n
+        b_t, m = words.shape[:2]
+        self.block = max(1, min(cls_n.shape[0], budget_floats // max(b_t * m, 1)))
+        self._start = -1
+        self._cols: tuple[Tensor, ...] = ()
+
+    def get(self, v: int, sl: slice) -> Tensor:
+        """``(B, M)`` for image ``v`` and the texts ``sl``."""
+        start = v - v % self.block
+        if start != self._start:
+            self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
+            self._start = start
+        return self._cols[v - start][sl]
 
 
 class SEPSHead(nn.Module):
@@ -257,8 +299,9 @@ class SEPSHead(nn.Module):
 
         Per-image work is done once per image: ``xn``, ``s_im``, the score predictor,
         the aggregation logits and ``E = exp(scale * logits - shift)``, the Gram
-        matrix ``x x^T`` and ``[CLS]``. The loop then runs over images and, for each,
-        over chunks of texts, so that every per-pair step is a GEMM or a batched
+        matrix ``x x^T`` and ``[CLS]``. The selections are computed for blocks of
+        images against all texts; the alignment loop then runs over images and, for
+        each, over chunks of texts, so that every per-pair step is a GEMM or a batched
         matrix product over the texts of the chunk with the image's tensors shared
         (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``).
 
@@ -323,8 +366,14 @@ class SEPSHead(nn.Module):
             s_p = {b: sel.predict(x_sel) for b, sel in self.selectors.items()}
         exp_logits: dict[str, Tensor] = {}
         if self.aggregation is not None:
+            agg = self.aggregation
+            per_net: dict[str, Tensor] = {}
             for b in cfg.branches:
-                exp_logits[b] = self.aggregation.exp_logits(self.aggregation.logits(x_sel, b))
+                # A shared network (row 3, code) gives both branches the same logits.
+                net = agg.net_for(b)
+                if net not in per_net:
+                    per_net[net] = agg.exp_logits(agg.logits(x_sel, b))
+                exp_logits[b] = per_net[net]
         cls_n = None if cls is None else l2n(cls)
         return _ImageState(x, x_sel, xn, xn64, s_im, s_p, exp_logits, cls_n)
 
@@ -337,7 +386,14 @@ class SEPSHead(nn.Module):
         noise: dict[str, tuple[Tensor, ...]],
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """Selections of ``branches`` and the similarities of ``units`` for every
-        image and every text of ``texts``."""
+        image and every text of ``texts``.
+
+        The selections (steps 3-5) are computed for a block of images and all texts
+        at once, ``(V, B_t, N)`` tensors, since they are small and elementwise; the
+        alignment (steps 6-8) then runs per image and text chunk on views of them.
+        Views come from ``unbind``/``split``, whose backward is one stack per block,
+        where indexing would zero-fill a block-sized gradient for every piece.
+        """
         ops = self.kernel.ops
         b_v, n = st.x.shape[:2]
         b_t = next(iter(texts.values())).raw.shape[0]
@@ -347,33 +403,50 @@ class SEPSHead(nn.Module):
                 for k, t in texts.items()
                 if k in self._guides(branches)
             }
-        gram = None
+        gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram for u in units):
-            gram = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2))  # (B_v, N, N)
+            gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
         chunk = self.text_chunk_size or self._auto_chunk(n, texts)
+        chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
+        cls_cols = {}
+        if st.cls_n is not None:
+            budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
+            for u in units:
+                cls_cols[u.words] = _ClsColumns(texts[u.words].norm, st.cls_n, budget)
+        # About a dozen (V, B_t, N) tensors per branch live during a block.
+        per_image = 48 * b_t * n * len(branches)
+        block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
+        img = _ImageRows(st)
         rows: list[Tensor] = []
-        mask_rows: dict[str, list[Tensor]] = {b: [] for b in branches}
-        for v in range(b_v):
-            sims_v: list[Tensor] = []
-            masks_v: dict[str, list[Tensor]] = {b: [] for b in branches}
-            for start in range(0, b_t, chunk):
-                sl = slice(start, min(start + chunk, b_t))
-                sel = self._select_image(v, sl, st, branches, glob, noise, ops)
-                for b, (_, decision, _, _) in sel.items():
-                    masks_v[b].append(decision)
-                sim = None
-                for unit in units:
-                    out = self._align_unit(unit, v, sl, st, sel, texts, gram, ops)
-                    sim = out if sim is None else sim + out
-                assert sim is not None
-                sims_v.append(sim)
-            rows.append(torch.cat(sims_v))
+        mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
+        for v0 in range(0, b_v, block):
+            vs = slice(v0, min(v0 + block, b_v))
+            sel = self._select_block(vs, st, branches, glob, noise, ops)
             for b in branches:
-                mask_rows[b].append(torch.cat(masks_v[b]))
+                mask_blocks[b].append(sel[b][1])
+            # pieces[b][k][i][c]: part k of branch b for image v0 + i and text chunk c.
+            pieces = {
+                b: [[list(row.split(chunk)) for row in part.unbind(0)] for part in sel[b]]
+                for b in branches
+            }
+            for i, v in enumerate(range(vs.start, vs.stop)):
+                sims_v: list[Tensor] = []
+                for c, start in enumerate(range(0, b_t, chunk)):
+                    sl = slice(start, min(start + chunk, b_t))
+                    sel_vc = {b: tuple(part[i][c] for part in pieces[b]) for b in branches}
+                    sim = None
+                    for unit in units:
+                        cls_col = cls_cols[unit.words].get(v, sl) if cls_cols else None
+                        gram = gram_rows[v] if unit.gram else None
+                        out = self._align_unit(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
+                        sim = out if sim is None else sim + out
+                    assert sim is not None
+                    sims_v.append(sim)
+                rows.append(torch.cat(sims_v))
         sims = torch.stack(rows)
         if not self.training:
             return sims
-        return sims, {b: torch.stack(m) for b, m in mask_rows.items()}
+        return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
 
     def _units(self, texts: dict[str, _Text], n: int) -> list[_Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2)."""
@@ -425,22 +498,21 @@ class SEPSHead(nn.Module):
             kinds |= {"sparse", "dense"}
         return kinds
 
-    def _select_image(
+    def _select_block(
         self,
-        v: int,
-        sl: slice,
+        vs: slice,
         st: _ImageState,
         branches: tuple[str, ...],
         glob: dict[str, Tensor],
         noise: dict[str, tuple[Tensor, ...]],
         ops: KernelOps,
     ) -> dict[str, tuple[Tensor, Tensor, Tensor, Tensor]]:
-        """Steps 3-5 for image ``v`` and texts ``sl``: per branch ``(keep, D, weight,
-        extra_weights)``, each ``(B_t, N)``."""
+        """Steps 3-5 for images ``vs`` and every text: per branch ``(keep, D, weight,
+        extra_weights)``, each ``(V, B_t, N)``."""
         cfg = self.config
-        s_im = st.s_im
+        s_im = st.s_im[vs]
         with torch.no_grad():
-            guide = {k: guide_scores(g[sl], st.xn64[v], s_im.dtype) for k, g in glob.items()}
+            guide = {k: guide_scores(g, st.xn64[vs], s_im.dtype) for k, g in glob.items()}
         out = {}
         with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
             for b in branches:
@@ -449,15 +521,10 @@ class SEPSHead(nn.Module):
                 s_other = None
                 # The other caption enters the paper score only when both enter the head.
                 if cfg.dense_fusion in ("dual_branch", "fused") and other in guide:
-                    s_other = guide[other].unsqueeze(0)
+                    s_other = guide[other]
                 sp = st.s_p[b]
-                score = selector.score(
-                    s_im[v : v + 1],
-                    guide[b].unsqueeze(0),
-                    s_other,
-                    None if sp is None else sp[v : v + 1],
-                )[0]  # (B_t, N)
-                nz = tuple(g[v, sl] for g in noise[b])
+                score = selector.score(s_im, guide[b], s_other, None if sp is None else sp[vs])
+                nz = tuple(g[vs] for g in noise[b])
                 keep, decision, weight = selector.decide(score, nz, ops.topk_mask)
                 out[b] = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
         return out
@@ -467,9 +534,10 @@ class SEPSHead(nn.Module):
         unit: _Unit,
         v: int,
         sl: slice,
-        st: _ImageState,
+        img: _ImageRows,
         sel: dict[str, tuple[Tensor, Tensor, Tensor, Tensor]],
         texts: dict[str, _Text],
+        cls_col: Tensor | None,
         gram: Tensor | None,
         ops: KernelOps,
     ) -> Tensor:
@@ -482,22 +550,23 @@ class SEPSHead(nn.Module):
         body_masks: tuple[Tensor, ...] = ()
         if self.aggregation is not None:
             for b in unit.branches:
-                w = pair_weights(st.exp_logits[b][v], sel[b][2], normalise=fused)
+                w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
                 agg = w if agg is None else agg + w
         else:
             body_masks = tuple(sel[b][0] for b in unit.branches)
         words = texts[unit.words]
+        m = words.words_of(sl)  # padding words cost GEMM work and are masked anyway
         s, col_scale, token_mask = patch_word_scores(
-            words.norm[sl],
-            st.x_sel[v],
-            None if st.cls_n is None else st.cls_n[v],
+            words.norm[sl, :m],
+            img.x[v],
+            None if cls_col is None else cls_col[:, :m],
             agg,
             extra,  # type: ignore[arg-type]
-            gram=gram[v] if (unit.gram and gram is not None) else None,
+            gram=gram,
             body_masks=body_masks,
-            xn=st.xn[v],
+            xn=img.xn[v],
         )
-        return self.hrpa.reduce(s, col_scale, words.mask[sl], token_mask, ops.row_col_max)
+        return self.hrpa.reduce(s, col_scale, words.mask[sl, :m], token_mask, ops.row_col_max)
 
 
 __all__ = ["SEPSHead", "has_cls_token"]
