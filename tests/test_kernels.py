@@ -143,30 +143,60 @@ def test_contraction_orders_match_loop(combo: tuple, order: str) -> None:
     assert_same(base, got)
 
 
+def _train_grads(preset: str, **head_kwargs) -> list[torch.Tensor | None]:
+    """Gradients of images, words and parameters of one training step (fixed noise)."""
+    torch.manual_seed(0)
+    cfg = get_config(preset, embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5)
+    head = SEPSHead(cfg, **head_kwargs).train()
+    fixed_noise(head, 1, b_v=3, b_t=4)
+    img, cap, lens, long_cap, long_lens = make_inputs(3, True, b_v=3, b_t=4)
+    img.requires_grad_(True)
+    cap.requires_grad_(True)
+    long_cap.requires_grad_(True)
+    sims, _ = head(img, cap, lens, long_cap, long_lens)
+    (sims * torch.linspace(-1, 2, sims.numel()).view_as(sims)).sum().backward()
+    return [img.grad, cap.grad, long_cap.grad] + [p.grad for p in head.parameters()]
+
+
+def assert_same_grads(grads_a: list, grads_b: list) -> None:
+    for a, b in zip(grads_a, grads_b, strict=True):
+        if a is None or b is None:
+            assert a is None or a.abs().max() == 0
+            assert b is None or b.abs().max() == 0
+        else:
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("preset", ["code", "paper", "laps"])
 @pytest.mark.parametrize("impl", ["loop", "compiled"])
 def test_gradients_match_batched(preset: str, impl: str) -> None:
     """Gradients of the parameters, images and words agree with the batched head."""
     if (reason := unavailable_reason(impl)) is not None:
         pytest.skip(reason)
-    grads = []
-    for name in ("batched", impl):
-        torch.manual_seed(0)
-        cfg = get_config(preset, embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5)
-        head = SEPSHead(cfg, impl=name).train()
-        fixed_noise(head, 1, b_v=3, b_t=4)
-        img, cap, lens, long_cap, long_lens = make_inputs(3, True, b_v=3, b_t=4)
-        img.requires_grad_(True)
-        cap.requires_grad_(True)
-        sims, _ = head(img, cap, lens, long_cap, long_lens)
-        (sims * torch.linspace(-1, 2, sims.numel()).view_as(sims)).sum().backward()
-        grads.append([img.grad, cap.grad] + [p.grad for p in head.parameters()])
-    for a, b in zip(*grads, strict=True):
-        if a is None or b is None:
-            assert a is None or a.abs().max() == 0
-            assert b is None or b.abs().max() == 0
-        else:
-            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert_same_grads(_train_grads(preset, impl="batched"), _train_grads(preset, impl=impl))
+
+
+@pytest.mark.parametrize("preset", ["code", "paper"])
+@pytest.mark.parametrize("order", ["direct", "gram"])
+def test_contraction_order_gradients_match_loop(preset: str, order: str) -> None:
+    """Both contraction orders (the direct one has a hand-written backward) give the
+    loop's gradients."""
+    got = _train_grads(preset, impl="batched", alignment_order=order)
+    assert_same_grads(_train_grads(preset, impl="loop"), got)
+
+
+def test_direct_tokens_gradcheck() -> None:
+    """The hand-written backward of the direct order against finite differences,
+    including an all-zero weight row (a zero token, whose norm is clamped)."""
+    from seps.alignment import _DirectTokens
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.rand(2, 3, 5, generator=g, dtype=torch.float64)
+    w[1, 2] = 0.0
+    x = torch.randn(5, 4, generator=g, dtype=torch.float64)
+    words = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    inputs = tuple(t.requires_grad_(True) for t in (w, x, words))
+    assert torch.autograd.gradcheck(_DirectTokens.apply, inputs)
 
 
 @pytest.mark.parametrize("combo", covering_combos(), ids=lambda c: "-".join(map(str, c)))
