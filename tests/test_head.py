@@ -112,6 +112,34 @@ def test_text_chunking_does_not_change_results(preset):
             torch.testing.assert_close(head(*inputs), whole, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("preset", ["code", "paper"])
+def test_texts_ordered_by_length_give_the_loop_results(preset, monkeypatch):
+    """Evaluation over several chunks orders the texts by length (less padding per
+    chunk) and returns the similarities in the callers' order, also with the official
+    loader's repeated dense captions (computed once per run before the ordering)."""
+    img, cap, lens, long_cap, long_lens = make_inputs(7, True, b_v=3, b_t=6)
+    runs = torch.tensor([0, 0, 0, 3, 3, 5])
+    long_cap, long_lens = long_cap[runs], long_lens[runs]
+    seen = []
+    run = SEPSHead._run
+
+    def spy(self, st, texts, *args):
+        if "sparse" in texts:
+            seen.append(texts["sparse"].lens.tolist())
+        return run(self, st, texts, *args)
+
+    monkeypatch.setattr(SEPSHead, "_run", spy)
+    sims = {}
+    for impl in ("loop", "batched"):
+        torch.manual_seed(0)
+        cfg = get_config(preset, embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5)
+        head = SEPSHead(cfg, impl=impl, text_chunk_size=2).eval()
+        with torch.no_grad():
+            sims[impl] = head(img, cap, lens, long_cap, long_lens)
+    torch.testing.assert_close(sims["batched"], sims["loop"], atol=1e-5, rtol=1e-5)
+    assert sorted(lens.tolist()) in seen  # the sparse captions were aligned by length
+
+
 def test_padding_beyond_length_is_ignored():
     head = make_head().eval()
     img, cap, lens, long_cap, long_lens = make_inputs(1, True)
