@@ -9,7 +9,9 @@ The head is batched over texts: the selections (steps 3-5) are computed for a
 block of images and all texts at once, the alignment (steps 6-8) for each image
 and a chunk of texts at a time; ``text_chunk_size`` and ``memory_budget_mb`` only
 bound the memory (the result does not depend on them). Within a chunk the word
-padding beyond the chunk's longest caption is cut before any GEMM. ``impl``
+padding beyond the chunk's longest caption is cut before any GEMM, and at
+evaluation the texts are taken in order of length so that little padding is left
+(the similarities come back in the callers' order). ``impl``
 selects one of the interchangeable kernel implementations of :mod:`seps.kernels`
 (``batched`` by default).
 """
