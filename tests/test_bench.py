@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,27 @@ def test_cli_help_explains_options(capsys) -> None:
 
 def test_cli_rejects_unknown_impl() -> None:
     assert main(["bench", "--report", "--quick", "--impls", "fast"]) != 0
+
+
+def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
+    calls: list[str] = []
+    times = {"a": iter([0.06, 0.01, 0.03]), "b": iter([0.005, 0.04, 0.01])}
+
+    def fn(name: str):
+        def run() -> str:
+            calls.append(name)
+            time.sleep(next(times[name]))
+            return name
+
+        return run
+
+    res = bench.measure_alternating({"a": fn("a"), "b": fn("b")}, rounds=3)
+    assert calls == ["a", "b"] * 3
+    assert res["a"]["seconds"] == min(res["a"]["samples"]) and len(res["a"]["samples"]) == 3
+    assert res["a"]["seconds"] >= 0.01 and res["b"]["seconds"] >= 0.005
+    assert (
+        res["a"]["samples"][0] > res["a"]["samples"][1]
+    )  # the slow first round is kept as a sample
+    assert res["b"]["out"] == "b"
+    ratios = bench._round_ratios(res["a"], res["b"])
+    assert ratios[0] > 1 > ratios[1]
