@@ -45,6 +45,7 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path) -> None:
         assert needle in text, needle
     if not torch.cuda.is_available():
         assert "`triton` skipped" in text
+    assert "Flickr30K-size evaluation (4 images x 20 texts" in text and "measured)." in text
     assert (tmp_path / "latency.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
 
@@ -84,3 +85,10 @@ def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
     assert res["b"]["out"] == "b"
     ratios = bench._round_ratios(res["a"], res["b"])
     assert ratios[0] > 1 > ratios[1]
+
+
+def test_full_eval_is_extrapolated_on_cpu_at_full_size() -> None:
+    s = bench.BenchSettings(device="cpu")
+    goal = {"eval_repeat5": {"batched": 10_000.0}}
+    out = bench.full_eval_section(s, goal, lambda m: None)
+    assert out == {"images": 1000, "texts": 5000, "seconds": 500.0, "measured": False}
