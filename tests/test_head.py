@@ -121,14 +121,14 @@ def test_texts_ordered_by_length_give_the_loop_results(preset, monkeypatch):
     runs = torch.tensor([0, 0, 0, 3, 3, 5])
     long_cap, long_lens = long_cap[runs], long_lens[runs]
     seen = []
-    run = SEPSHead._run
+    align = SEPSHead._align_unit
 
-    def spy(self, st, texts, *args):
-        if "sparse" in texts:
+    def spy(self, unit, v, sl, img, sel, texts, *args):
+        if "sparse" in texts and v == 0 and sl.start == 0:
             seen.append(texts["sparse"].lens.tolist())
-        return run(self, st, texts, *args)
+        return align(self, unit, v, sl, img, sel, texts, *args)
 
-    monkeypatch.setattr(SEPSHead, "_run", spy)
+    monkeypatch.setattr(SEPSHead, "_align_unit", spy)
     sims = {}
     for impl in ("loop", "batched"):
         torch.manual_seed(0)
