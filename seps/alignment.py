@@ -34,6 +34,7 @@ materialises the alignment tokens per (image, text) pair in their normalised for
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -277,11 +278,10 @@ def patch_word_scores(
         weighted, weighted_scale = _DirectTokens.apply(w, x, words)
     blocks: list[Tensor] = []
     scales: list[Tensor] = []
-    masks: list[Tensor] = []
     if cls_col is not None:
         blocks.append(cls_col.unsqueeze(-1))  # (B, M, 1)
         scales.append(torch.ones(b, 1, dtype=words.dtype, device=words.device))
-        masks.append(torch.ones(b, 1, dtype=torch.bool, device=words.device))
+    token_mask = None
     if body_masks:
         assert xn is not None
         # Without aggregation the body is the selected patches themselves: their
@@ -290,13 +290,14 @@ def patch_word_scores(
         for mask in body_masks:
             blocks.append(sx)
             scales.append(torch.ones_like(mask, dtype=words.dtype))
-            masks.append(mask)
+        # Only the selected patches can be invalid: [CLS] and the weighted tokens are not.
+        valid = partial(torch.ones, dtype=torch.bool, device=words.device)
+        cls_valid = [valid(b, 1)] if cls_col is not None else []
+        token_mask = torch.cat([*cls_valid, *body_masks, valid(b, r)], dim=1)
     blocks.append(weighted)
     scales.append(weighted_scale)
-    masks.append(torch.ones(b, r, dtype=torch.bool, device=words.device))
     s = torch.cat(blocks, dim=2)
     col_scale = torch.cat(scales, dim=1)
-    token_mask = torch.cat(masks, dim=1) if body_masks else None
     return s, col_scale, token_mask
 
 

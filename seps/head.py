@@ -429,6 +429,7 @@ class SEPSHead(nn.Module):
         b_v, n = st.x.shape[:2]
         b_t = next(iter(texts.values())).raw.shape[0]
         chunk = self.text_chunk_size or self._auto_chunk(n, texts)
+        chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
         inv = None
         # Training keeps the given order: its Gumbel draws and masks are indexed by text.
         if not self.training and chunk < b_t:
@@ -444,7 +445,6 @@ class SEPSHead(nn.Module):
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram for u in units):
             gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
-        chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
         cls_cols = {}
         if st.cls_n is not None:
             budget = int(self.memory_budget_mb * 2**20 / 4 / 8)

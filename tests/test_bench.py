@@ -79,9 +79,8 @@ def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
     assert calls == ["a", "b"] * 3
     assert res["a"]["seconds"] == min(res["a"]["samples"]) and len(res["a"]["samples"]) == 3
     assert res["a"]["seconds"] >= 0.01 and res["b"]["seconds"] >= 0.005
-    assert (
-        res["a"]["samples"][0] > res["a"]["samples"][1]
-    )  # the slow first round is kept as a sample
+    # The slow first round is kept as a sample.
+    assert res["a"]["samples"][0] > res["a"]["samples"][1]
     assert res["b"]["out"] == "b"
     ratios = bench._round_ratios(res["a"], res["b"])
     assert ratios[0] > 1 > ratios[1]
