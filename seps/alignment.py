@@ -34,6 +34,7 @@ materialises the alignment tokens per (image, text) pair in their normalised for
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -44,9 +45,13 @@ from .config import SEPSConfig
 
 
 def _masked_max(s: Tensor, mask: Tensor | None, dim: int) -> Tensor:
+    """Maximum over ``dim`` of the entries where the (broadcastable) ``mask`` is True."""
     if mask is None:
         return s.amax(dim=dim)
-    return s.masked_fill(~mask, float("-inf")).amax(dim=dim)
+    # An additive 0 / -inf bias of the mask's (small) shape: a broadcast add is about
+    # 5x faster on the CPU than masked_fill or where with a broadcast mask.
+    bias = torch.zeros(mask.shape, dtype=s.dtype, device=s.device)
+    return (s + bias.masked_fill_(~mask, float("-inf"))).amax(dim=dim)
 
 
 def _masked_mean(s: Tensor, mask: Tensor | None) -> Tensor:
@@ -229,11 +234,70 @@ def cls_word_scores(words: Tensor, cls_n: Tensor) -> tuple[Tensor, ...]:
     return (cls_n @ words.reshape(b_t * m, c).t()).view(-1, b_t, m).unbind(0)
 
 
+@dataclass(frozen=True)
+class KeptWeights:
+    """Aggregation weights of a selection that keeps the same number ``K`` of patches
+    in every pair, in compact form: ``W[b, j, n] = e[n, j]`` for the kept patches
+    ``n in idx[b]`` and 0 elsewhere (:func:`seps.aggregation.pair_weights` with a 0/1
+    weight and ``normalise=False``).
+
+    e: ``(N, N_c)`` the image's exp-logits; idx: ``(B, K)`` kept patch indices.
+
+    Why: in the gram order the squared token norms ``W_j G W_j^T`` only involve the
+    kept rows and columns of ``G``, so the compact form does ``N_c K^2`` multiply-adds
+    per pair instead of ``N_c N^2`` (4x fewer at rho = 0.5) and never builds ``W``.
+    """
+
+    e: Tensor
+    idx: Tensor
+
+    @classmethod
+    def from_keep(cls, e: Tensor, keep: Tensor) -> KeptWeights:
+        """From a ``(B, N)`` bool mask with the same number of True in every row."""
+        b = keep.shape[0]
+        return cls(e, keep.nonzero()[:, 1].view(b, -1))
+
+    def dense(self, b: int, n: int) -> Tensor:
+        """The full weights ``W (B, N_c, N)``."""
+        ek = self.e.index_select(0, self.idx.reshape(-1)).view(b, -1, self.e.shape[1])
+        w = self.e.new_zeros(b, n, self.e.shape[1]).scatter(
+            1, self.idx.unsqueeze(-1).expand_as(ek), ek
+        )
+        return w.transpose(1, 2)
+
+
+def _gram_kept(
+    words: Tensor, x: Tensor, gram: Tensor, kept: KeptWeights, extra: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Gram order with compact weights: ``<u_j, A_i>`` ``(B, M, N_c + 1)`` and the
+    squared norms ``||A_i||^2`` ``(B, N_c + 1)``, the extra token last.
+
+    ``<u_j, A_i> = sum_{n in idx} P[j, n] e[n, i]`` with ``P = U x^T``, and
+    ``||A_i||^2 = e_i^T G[idx, idx] e_i`` restricted to the kept patches.
+    """
+    b, m, _ = words.shape
+    k = kept.idx.shape[1]
+    n = x.shape[0]
+    flat = kept.idx.reshape(-1)
+    p = (words.reshape(b * m, -1) @ x.t()).view(b, m, n)  # (B, M, N), one GEMM
+    ek = kept.e.index_select(0, flat).view(b, k, -1)  # (B, K, N_c)
+    pk = torch.gather(p, 2, kept.idx.unsqueeze(1).expand(b, m, k))  # (B, M, K)
+    # vecdot, not a batched matrix-vector bmm: about 3x faster on the CPU.
+    extra_s = torch.linalg.vecdot(p, extra.unsqueeze(1)).unsqueeze(2)  # (B, M, 1)
+    weighted = torch.cat([torch.bmm(pk, ek), extra_s], dim=2)
+    gk = gram.index_select(0, flat).view(b, k, n)
+    gkk = torch.gather(gk, 2, kept.idx.unsqueeze(1).expand(b, k, k))  # (B, K, K)
+    ekt = ek.transpose(1, 2)  # (B, N_c, K): this operand order is ~1.5x faster than gkk @ ek
+    agg_sq = torch.linalg.vecdot(torch.bmm(ekt, gkk), ekt)  # (B, N_c)
+    extra_sq = torch.linalg.vecdot(extra @ gram, extra).unsqueeze(1)  # (B, 1)
+    return weighted, torch.cat([agg_sq, extra_sq], dim=1)
+
+
 def patch_word_scores(
     words: Tensor,
     x: Tensor,
     cls_col: Tensor | None,
-    agg_weights: Tensor | None,
+    agg_weights: Tensor | KeptWeights | None,
     extra_weights: Tensor,
     gram: Tensor | None = None,
     body_masks: tuple[Tensor, ...] = (),
@@ -253,7 +317,9 @@ def patch_word_scores(
         words: ``(B, M, C)`` normalised words of the texts.
         x: ``(N, C)`` unnormalised patches of the image.
         cls_col: ``(B, M)`` ``<u_j, l2n(cls)>`` (:func:`cls_word_scores`) or ``None``.
-        agg_weights: ``(B, N_c, N)`` aggregation weights, or ``None`` without aggregation.
+        agg_weights: ``(B, N_c, N)`` aggregation weights, the same in compact form
+            (:class:`KeptWeights`, used as such in the gram order), or ``None``
+            without aggregation.
         extra_weights: ``(B, N)`` weights of the extra token.
         gram: ``(N, N)`` ``x x^T``: use the gram order (see the module docstring).
         body_masks: ``(B, N)`` bool masks of the selected patches (no aggregation).
@@ -264,18 +330,39 @@ def patch_word_scores(
         every token is valid), for :meth:`HRPA.reduce`.
     """
     b, m, _ = words.shape
+    if isinstance(agg_weights, KeptWeights) and gram is not None:
+        weighted, sq = _gram_kept(words, x, gram, agg_weights, extra_weights)
+        return _assemble(b, words, cls_col, weighted, _inv_norm(sq), body_masks, xn)
+    if isinstance(agg_weights, KeptWeights):
+        agg_weights = agg_weights.dense(b, x.shape[0])
     w = extra_weights.unsqueeze(1)
     if agg_weights is not None:
         w = torch.cat([agg_weights, w], dim=1)
-    r = w.shape[1]  # N_c + 1 (or 1) weighted tokens: aggregated tokens, then extra token
     if gram is not None:
         # Gram order: P[b, j, n] = <u_j, x_n>, one GEMM for the whole chunk.
         p = (words.reshape(b * m, -1) @ x.t()).view(b, m, -1)  # (B, M, N)
         weighted = torch.bmm(p, w.transpose(1, 2))  # (B, M, R)
+        r = w.shape[1]  # N_c + 1 (or 1) weighted tokens: aggregated, then extra
         wg = (w.reshape(b * r, -1) @ gram).view(b, r, -1)
         weighted_scale = _inv_norm((wg * w).sum(-1))
     else:
         weighted, weighted_scale = _DirectTokens.apply(w, x, words)
+    return _assemble(b, words, cls_col, weighted, weighted_scale, body_masks, xn)
+
+
+def _assemble(
+    b: int,
+    words: Tensor,
+    cls_col: Tensor | None,
+    weighted: Tensor,
+    weighted_scale: Tensor,
+    body_masks: tuple[Tensor, ...],
+    xn: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """``S_pw`` blocks in token order (``[CLS]``, selected patches, weighted tokens)
+    with their column scales and token mask (see :func:`patch_word_scores`)."""
+    m = words.shape[1]
+    r = weighted.shape[2]
     blocks: list[Tensor] = []
     scales: list[Tensor] = []
     if cls_col is not None:
@@ -301,4 +388,12 @@ def patch_word_scores(
     return s, col_scale, token_mask
 
 
-__all__ = ["HRPA", "RowColFn", "cls_word_scores", "patch_word_scores", "row_col_max", "use_gram"]
+__all__ = [
+    "HRPA",
+    "KeptWeights",
+    "RowColFn",
+    "cls_word_scores",
+    "patch_word_scores",
+    "row_col_max",
+    "use_gram",
+]

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from .aggregation import TokenAggregation, pair_weights
-from .alignment import HRPA, cls_word_scores, patch_word_scores, use_gram
+from .alignment import HRPA, KeptWeights, cls_word_scores, patch_word_scores, use_gram
 from .config import SEPSConfig, get_config
 from .selection import (
     PatchSelector,
@@ -373,6 +373,13 @@ class SEPSHead(nn.Module):
             sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
         return sims
 
+    def _fixed_keep(self, unit: _Unit) -> bool:
+        """Whether ``unit``'s aggregation weights take the compact form
+        (:class:`seps.alignment.KeptWeights`): one branch whose hard top-K decision
+        keeps the same ``K`` patches per pair with weight exactly 1 (``topk``, and
+        ``gumbel_topk``, whose straight-through part reaches only the ratio loss)."""
+        return len(unit.branches) == 1 and self.config.decision in ("topk", "gumbel_topk")
+
     def _dense_only_unit(self, unit: _Unit) -> bool:
         """Whether ``unit`` depends on a text only through its dense caption."""
         if unit.branches != ("dense",):
@@ -583,9 +590,13 @@ class SEPSHead(nn.Module):
         # Fused (row 2): joint aggregation W_s V_s + W_d V_d and the mean extra token;
         # both are linear in x, so the weights are combined before the one product.
         extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
-        agg = None
+        agg: Tensor | KeptWeights | None = None
         body_masks: tuple[Tensor, ...] = ()
-        if self.aggregation is not None:
+        if self.aggregation is not None and gram is not None and self._fixed_keep(unit):
+            agg = KeptWeights.from_keep(
+                img.exp_logits[unit.branches[0]][v], sel[unit.branches[0]][0]
+            )
+        elif self.aggregation is not None:
             for b in unit.branches:
                 w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
                 agg = w if agg is None else agg + w

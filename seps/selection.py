@@ -110,12 +110,28 @@ def topk_mask(score: Tensor, k: int) -> Tensor:
     (a few in 50,000 pairs), and every implementation must keep the same patches.
     """
     with torch.no_grad():
-        kth = score.topk(k, dim=-1).values[..., -1:]
-        greater = score > kth
-        tied = score == kth
-        room = k - greater.sum(dim=-1, keepdim=True)  # tied entries still to keep
-        keep = greater | (tied & (torch.cumsum(tied.to(torch.int32), dim=-1) <= room))
+        # The K-th largest value: the minimum of an unsorted top-K (sorting the K kept
+        # values as well took 1.7x as long on a (100, 500, 196) block).
+        kth = score.topk(k, dim=-1, sorted=False).values.amin(dim=-1, keepdim=True)
+        keep = score >= kth
+        # Almost always no tie straddles the K-th value and ``>=`` keeps exactly K; the
+        # tie-break (a cumsum) runs only on the rows where one does.
+        n = score.shape[-1]
+        rows = (keep.sum(dim=-1) != k).reshape(-1).nonzero().squeeze(1)
+        if rows.numel():
+            flat = keep.reshape(-1, n)
+            flat[rows] = _break_ties(score.reshape(-1, n)[rows], kth.reshape(-1, 1)[rows], k)
+            keep = flat.view(score.shape)
         return keep.to(score.dtype)
+
+
+def _break_ties(score: Tensor, kth: Tensor, k: int) -> Tensor:
+    """Top-K mask of rows ``(R, N)`` whose K-th value ``kth (R, 1)`` is tied: every value
+    above it, then the tied ones in index order until K are kept."""
+    greater = score > kth
+    tied = score == kth
+    room = k - greater.sum(dim=-1, keepdim=True)  # tied entries still to keep
+    return greater | (tied & (torch.cumsum(tied.to(torch.int32), dim=-1) <= room))
 
 
 def minmax(s: Tensor) -> Tensor:

@@ -1,0 +1,65 @@
+"""The compact aggregation weights of the gram order (seps.alignment.KeptWeights) give
+the values of the full weights."""
+
+from __future__ import annotations
+
+import torch
+
+from seps.aggregation import pair_weights
+from seps.alignment import KeptWeights, patch_word_scores
+
+
+def _case(b: int = 5, m: int = 4, n: int = 12, c: int = 16, n_c: int = 3, k: int = 6):
+    g = torch.Generator().manual_seed(0)
+    words = torch.nn.functional.normalize(torch.randn(b, m, c, generator=g), dim=-1)
+    x = torch.randn(n, c, generator=g)
+    e = torch.rand(n, n_c, generator=g)
+    keep = torch.zeros(b, n, dtype=torch.bool)
+    keep.scatter_(1, torch.rand(b, n, generator=g).argsort(1)[:, :k], True)
+    extra = torch.rand(b, n, generator=g) * ~keep
+    return words, x, e, keep, extra
+
+
+def test_dense_form_equals_pair_weights() -> None:
+    _, _, e, keep, _ = _case()
+    kept = KeptWeights.from_keep(e, keep)
+    assert kept.idx.shape == (5, 6)
+    full = pair_weights(e, keep.float(), normalise=False)
+    assert torch.equal(kept.dense(5, 12), full)
+
+
+def test_gram_order_with_compact_weights_matches_full_weights() -> None:
+    words, x, e, keep, extra = _case()
+    cls_col = torch.rand(5, 4)
+    full = pair_weights(e, keep.float(), normalise=False)
+    gram = x @ x.t()
+    ref = patch_word_scores(words, x, cls_col, full, extra, gram=gram)
+    out = patch_word_scores(words, x, cls_col, KeptWeights.from_keep(e, keep), extra, gram=gram)
+    direct = patch_word_scores(words, x, cls_col, full, extra)
+    for got, want in ((out, ref), (out, direct)):
+        torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
+        assert got[2] is None
+
+
+def test_compact_weights_in_the_direct_order_are_expanded() -> None:
+    words, x, e, keep, extra = _case()
+    full = pair_weights(e, keep.float(), normalise=False)
+    ref = patch_word_scores(words, x, None, full, extra)
+    out = patch_word_scores(words, x, None, KeptWeights.from_keep(e, keep), extra)
+    torch.testing.assert_close(out[0], ref[0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(out[1], ref[1], atol=1e-6, rtol=1e-6)
+
+
+def test_compact_weights_pass_gradients_to_the_exp_logits() -> None:
+    words, x, e, keep, extra = _case()
+    gram = x @ x.t()
+    grads = []
+    for form in ("full", "kept"):
+        ee = e.clone().requires_grad_(True)
+        w = pair_weights(ee, keep.float(), normalise=False) if form == "full" else None
+        agg = w if w is not None else KeptWeights.from_keep(ee, keep)
+        s, scale, _ = patch_word_scores(words, x, None, agg, extra, gram=gram)
+        ((s * scale.unsqueeze(1)).sum()).backward()
+        grads.append(ee.grad)
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-5)
