@@ -23,7 +23,10 @@ materialises the alignment tokens per (image, text) pair in their normalised for
   *gram* ``(U x^T) W^T`` with ``||A_i||^2 = W_i G W_i^T``, ``G = x x^T`` once per
   image, costs ``M N C + M N N_c + N_c N^2``; ``U x^T`` is then one large GEMM over
   all texts. Gram wins for short captions (sparse: M ~ 20), direct for long ones
-  (dense: M ~ 120); :func:`use_gram` picks the cheaper per branch;
+  (dense: M ~ 120); :func:`use_gram` picks the cheaper per branch. When the
+  selection keeps the same ``K`` patches in every pair with weight 1 (top-K), the
+  gram order takes the weights in compact form (:class:`KeptWeights`): the norms
+  then cost ``N_c K^2`` instead of ``N_c N^2`` and ``W`` is never built;
 - the activation is monotone, so ``act(max(s)) = max(act(s))``: it is applied to
   the row and column maxima only;
 - the extra token is one more row of ``W`` and the ``[CLS]`` column
@@ -167,11 +170,20 @@ def row_col_max(
     return row, col
 
 
-def use_gram(words: int, patches: int, aggregated: int, dim: int) -> bool:
-    """Whether the gram order is cheaper than the direct one (multiply-adds per pair)."""
+def use_gram(words: int, patches: int, aggregated: int, dim: int, kept: int | None = None) -> bool:
+    """Whether the gram order is cheaper than the direct one (multiply-adds per pair).
+
+    ``kept``: the number of kept patches when the weights take the compact form
+    (:class:`KeptWeights`), whose gram norms cost ``N_c K^2 + N^2`` instead of ``N_c N^2``.
+    """
     direct = aggregated * patches * dim + words * aggregated * dim + patches * dim
-    gram = words * patches * dim + words * patches * aggregated + aggregated * patches**2
-    return gram < direct
+    if kept is None:
+        norms = aggregated * patches**2
+        products = words * patches * aggregated
+    else:
+        norms = aggregated * kept**2 + patches**2
+        products = words * (kept * aggregated + patches)
+    return words * patches * dim + products + norms < direct
 
 
 def _inv_norm(sq: Tensor) -> Tensor:

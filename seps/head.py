@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from .aggregation import TokenAggregation, pair_weights
 from .alignment import HRPA, KeptWeights, cls_word_scores, patch_word_scores, use_gram
-from .config import SEPSConfig, get_config
+from .config import SEPSConfig, get_config, keep_count
 from .selection import (
     PatchSelector,
     guide_scores,
@@ -52,11 +52,12 @@ def has_cls_token(num_tokens: int) -> bool:
 class _Unit:
     """One alignment against one caption kind: ``words`` (the caption the tokens are
     aligned against), ``branches`` (the selections whose tokens it uses: one, or two
-    under ``fused``) and whether it uses the gram contraction order."""
+    under ``fused``) and whether it uses the gram contraction order (``None``: decided
+    per text chunk from the chunk's longest caption, :func:`seps.alignment.use_gram`)."""
 
     words: str
     branches: tuple[str, ...]
-    gram: bool
+    gram: bool | None
 
 
 @dataclass
@@ -373,13 +374,6 @@ class SEPSHead(nn.Module):
             sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
         return sims
 
-    def _fixed_keep(self, unit: _Unit) -> bool:
-        """Whether ``unit``'s aggregation weights take the compact form
-        (:class:`seps.alignment.KeptWeights`): one branch whose hard top-K decision
-        keeps the same ``K`` patches per pair with weight exactly 1 (``topk``, and
-        ``gumbel_topk``, whose straight-through part reaches only the ratio loss)."""
-        return len(unit.branches) == 1 and self.config.decision in ("topk", "gumbel_topk")
-
     def _dense_only_unit(self, unit: _Unit) -> bool:
         """Whether ``unit`` depends on a text only through its dense caption."""
         if unit.branches != ("dense",):
@@ -450,7 +444,7 @@ class SEPSHead(nn.Module):
                 if k in self._guides(branches)
             }
         gram_rows: tuple[Tensor, ...] = ()
-        if any(u.gram for u in units):
+        if any(u.gram is not False for u in units):
             gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
         cls_cols = {}
         if st.cls_n is not None:
@@ -481,7 +475,7 @@ class SEPSHead(nn.Module):
                     sim = None
                     for unit in units:
                         cls_col = cls_cols[unit.words].get(v, sl) if cls_cols else None
-                        gram = gram_rows[v] if unit.gram else None
+                        gram = gram_rows[v] if unit.gram is not False else None
                         out = self._align_unit(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
                         sim = out if sim is None else sim + out
                     assert sim is not None
@@ -503,12 +497,28 @@ class SEPSHead(nn.Module):
             groups = [(b, (b,)) for b in cfg.branches]
         units = []
         for words, branches in groups:
-            m = texts[words].raw.shape[1]
-            gram = self.aggregation is not None and use_gram(m, n, n_c, c)
-            if self.alignment_order != "auto":
+            gram: bool | None
+            if self.aggregation is None or self.alignment_order != "auto":
                 gram = self.aggregation is not None and self.alignment_order == "gram"
+            else:
+                # The cheaper order for the shortest and for the longest caption: when
+                # they differ, each chunk picks its own (chunks are cut to their longest).
+                kept = self._kept(branches, n)
+                lens = texts[words].lens
+                short, long = (use_gram(int(f(lens)), n, n_c, c, kept) for f in (min, max))
+                gram = short if short == long else None
             units.append(_Unit(words, branches, gram))
         return units
+
+    def _kept(self, branches: tuple[str, ...], n: int) -> int | None:
+        """``K`` when the aggregation weights of the unit of ``branches`` take the
+        compact form (:class:`seps.alignment.KeptWeights`), else ``None``: one branch
+        whose hard top-K decision keeps the same ``K`` patches per pair with weight
+        exactly 1 (``topk``, and ``gumbel_topk``, whose straight-through part reaches
+        only the ratio loss)."""
+        if len(branches) == 1 and self.config.decision in ("topk", "gumbel_topk"):
+            return keep_count(n, self.config.sparse_ratio)
+        return None
 
     def _auto_chunk(self, n: int, texts: dict[str, _Text]) -> int:
         """Texts per chunk (of one image) so that the per-chunk tensors stay small.
@@ -592,18 +602,22 @@ class SEPSHead(nn.Module):
         extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
         agg: Tensor | KeptWeights | None = None
         body_masks: tuple[Tensor, ...] = ()
-        if self.aggregation is not None and gram is not None and self._fixed_keep(unit):
-            agg = KeptWeights.from_keep(
-                img.exp_logits[unit.branches[0]][v], sel[unit.branches[0]][0]
-            )
+        words = texts[unit.words]
+        m = words.words_of(sl)  # padding words cost GEMM work and are masked anyway
+        n = img.xn[v].shape[0]
+        kept = self._kept(unit.branches, n)
+        cfg = self.config
+        if unit.gram is None and not use_gram(m, n, cfg.num_aggregated, cfg.embed_size, kept):
+            gram = None  # this chunk's captions are long enough for the direct order
+        if self.aggregation is not None and gram is not None and kept is not None:
+            b = unit.branches[0]
+            agg = KeptWeights.from_keep(img.exp_logits[b][v], sel[b][0])
         elif self.aggregation is not None:
             for b in unit.branches:
                 w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
                 agg = w if agg is None else agg + w
         else:
             body_masks = tuple(sel[b][0] for b in unit.branches)
-        words = texts[unit.words]
-        m = words.words_of(sl)  # padding words cost GEMM work and are masked anyway
         s, col_scale, token_mask = patch_word_scores(
             words.norm[sl, :m],
             img.x[v],

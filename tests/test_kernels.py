@@ -235,6 +235,45 @@ def test_text_chunking_and_orders_agree_at_realistic_size() -> None:
         torch.testing.assert_close(out, outs[0], atol=1e-5, rtol=1e-5)
 
 
+def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
+    """Captions whose shortest favours the gram order and longest the direct one: each
+    text chunk picks its own order (both are used) and the result equals the loop's."""
+    import seps.head
+
+    cfg = get_config("code", embed_size=64, dense_fusion="none")
+    g = torch.Generator().manual_seed(1)
+    img = torch.randn(2, 197, 64, generator=g)
+    cap = torch.randn(8, 16, 64, generator=g)
+    lens = torch.tensor([2, 3, 16, 15, 2, 14, 3, 16])
+    # At C = 64, ViT-224 and K = 98 the gram order is the cheaper one below 7 words.
+    assert seps.head.use_gram(3, 196, cfg.num_aggregated, 64, 98)
+    assert not seps.head.use_gram(14, 196, cfg.num_aggregated, 64, 98)
+    orders = []
+    real = seps.head.patch_word_scores
+
+    def spy(*args, **kwargs):
+        orders.append(kwargs["gram"] is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(seps.head, "patch_word_scores", spy)
+    outs = []
+    for impl in ("loop", "batched"):
+        torch.manual_seed(0)
+        head = SEPSHead(cfg, impl=impl, text_chunk_size=4).eval()
+        with torch.no_grad():
+            outs.append(head(img, cap, lens))
+    assert set(orders) == {True, False}
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+
+
+def test_use_gram_counts_the_compact_norms() -> None:
+    from seps.alignment import use_gram
+
+    # ViT-224, C = 512, N_c = 39: full weights switch near 28 words, compact ones near 43.
+    assert use_gram(28, 196, 39, 512) and not use_gram(29, 196, 39, 512)
+    assert use_gram(42, 196, 39, 512, kept=98) and not use_gram(44, 196, 39, 512, kept=98)
+
+
 #: Run in a subprocess with TRITON_INTERPRET=1 (it must be set before triton is imported).
 TRITON_CHECK = """
 import torch
