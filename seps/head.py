@@ -505,7 +505,8 @@ class SEPSHead(nn.Module):
                 # they differ, each chunk picks its own (chunks are cut to their longest).
                 kept = self._kept(branches, n)
                 lens = texts[words].lens
-                short, long = (use_gram(int(f(lens)), n, n_c, c, kept) for f in (min, max))
+                ends = (int(lens.min()), int(lens.max())) if lens.numel() else (1, 1)
+                short, long = (use_gram(e, n, n_c, c, kept) for e in ends)
                 gram = short if short == long else None
             units.append(_Unit(words, branches, gram))
         return units
