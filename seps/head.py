@@ -52,12 +52,14 @@ def has_cls_token(num_tokens: int) -> bool:
 class _Unit:
     """One alignment against one caption kind: ``words`` (the caption the tokens are
     aligned against), ``branches`` (the selections whose tokens it uses: one, or two
-    under ``fused``) and whether it uses the gram contraction order (``None``: decided
-    per text chunk from the chunk's longest caption, :func:`seps.alignment.use_gram`)."""
+    under ``fused``), whether it uses the gram contraction order (``None``: decided
+    per text chunk from the chunk's longest caption, :func:`seps.alignment.use_gram`)
+    and ``kept``, the ``K`` of compact aggregation weights (:meth:`SEPSHead._kept`)."""
 
     words: str
     branches: tuple[str, ...]
     gram: bool | None
+    kept: int | None
 
 
 @dataclass
@@ -497,18 +499,18 @@ class SEPSHead(nn.Module):
             groups = [(b, (b,)) for b in cfg.branches]
         units = []
         for words, branches in groups:
+            kept = self._kept(branches, n)
             gram: bool | None
             if self.aggregation is None or self.alignment_order != "auto":
                 gram = self.aggregation is not None and self.alignment_order == "gram"
             else:
                 # The cheaper order for the shortest and for the longest caption: when
                 # they differ, each chunk picks its own (chunks are cut to their longest).
-                kept = self._kept(branches, n)
                 lens = texts[words].lens
                 ends = (int(lens.min()), int(lens.max())) if lens.numel() else (1, 1)
                 short, long = (use_gram(e, n, n_c, c, kept) for e in ends)
                 gram = short if short == long else None
-            units.append(_Unit(words, branches, gram))
+            units.append(_Unit(words, branches, gram, kept))
         return units
 
     def _kept(self, branches: tuple[str, ...], n: int) -> int | None:
@@ -600,17 +602,19 @@ class SEPSHead(nn.Module):
         fused = len(unit.branches) > 1
         # Fused (row 2): joint aggregation W_s V_s + W_d V_d and the mean extra token;
         # both are linear in x, so the weights are combined before the one product.
-        extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
+        extra = sel[unit.branches[0]][3]
+        if fused:
+            extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
         agg: Tensor | KeptWeights | None = None
         body_masks: tuple[Tensor, ...] = ()
         words = texts[unit.words]
         m = words.words_of(sl)  # padding words cost GEMM work and are masked anyway
-        n = img.xn[v].shape[0]
-        kept = self._kept(unit.branches, n)
         cfg = self.config
-        if unit.gram is None and not use_gram(m, n, cfg.num_aggregated, cfg.embed_size, kept):
-            gram = None  # this chunk's captions are long enough for the direct order
-        if self.aggregation is not None and gram is not None and kept is not None:
+        if unit.gram is None and gram is not None:
+            n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
+            if not use_gram(m, n, n_c, c, unit.kept):
+                gram = None  # this chunk's captions are long enough for the direct order
+        if self.aggregation is not None and gram is not None and unit.kept is not None:
             b = unit.branches[0]
             agg = KeptWeights.from_keep(img.exp_logits[b][v], sel[b][0])
         elif self.aggregation is not None:
