@@ -292,17 +292,20 @@ def _gram_kept(
     n = x.shape[0]
     flat = kept.idx.reshape(-1)
     p = (words.reshape(b * m, -1) @ x.t()).view(b, m, n)  # (B, M, N), one GEMM
-    ek = kept.e.index_select(0, flat).view(b, k, -1)  # (B, K, N_c)
+    # A zero column for the extra token: its products and norm are written into it
+    # (no concatenation), and N_c + 1 = 40 columns made the batched products about
+    # 30% faster than N_c = 39 on the CPU.
+    ek = F.pad(kept.e, (0, 1)).index_select(0, flat).view(b, k, -1)  # (B, K, N_c + 1)
     pk = torch.gather(p, 2, kept.idx.unsqueeze(1).expand(b, m, k))  # (B, M, K)
+    weighted = torch.bmm(pk, ek)
     # vecdot, not a batched matrix-vector bmm: about 3x faster on the CPU.
-    extra_s = torch.linalg.vecdot(p, extra.unsqueeze(1)).unsqueeze(2)  # (B, M, 1)
-    weighted = torch.cat([torch.bmm(pk, ek), extra_s], dim=2)
+    weighted[:, :, -1] = torch.linalg.vecdot(p, extra.unsqueeze(1))  # (B, M)
     gk = gram.index_select(0, flat).view(b, k, n)
     gkk = torch.gather(gk, 2, kept.idx.unsqueeze(1).expand(b, k, k))  # (B, K, K)
-    ekt = ek.transpose(1, 2)  # (B, N_c, K): this operand order is ~1.5x faster than gkk @ ek
-    agg_sq = torch.linalg.vecdot(torch.bmm(ekt, gkk), ekt)  # (B, N_c)
-    extra_sq = torch.linalg.vecdot(extra @ gram, extra).unsqueeze(1)  # (B, 1)
-    return weighted, torch.cat([agg_sq, extra_sq], dim=1)
+    ekt = ek.transpose(1, 2)  # (B, N_c + 1, K): this order is ~1.5x faster than gkk @ ek
+    sq = torch.linalg.vecdot(torch.bmm(ekt, gkk), ekt)  # (B, N_c + 1)
+    sq[:, -1] = torch.linalg.vecdot(extra @ gram, extra)
+    return weighted, sq
 
 
 def patch_word_scores(

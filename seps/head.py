@@ -431,7 +431,7 @@ class SEPSHead(nn.Module):
         ops = self.kernel.ops
         b_v, n = st.x.shape[:2]
         b_t = next(iter(texts.values())).raw.shape[0]
-        chunk = self.text_chunk_size or self._auto_chunk(n, texts)
+        chunk = self.text_chunk_size or self._auto_chunk(n, texts, {u.words for u in units})
         chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
         inv = None
         # Training keeps the given order: its Gumbel draws and masks are indexed by text.
@@ -523,19 +523,20 @@ class SEPSHead(nn.Module):
             return keep_count(n, self.config.sparse_ratio)
         return None
 
-    def _auto_chunk(self, n: int, texts: dict[str, _Text]) -> int:
+    def _auto_chunk(self, n: int, texts: dict[str, _Text], kinds: set[str]) -> int:
         """Texts per chunk (of one image) so that the per-chunk tensors stay small.
 
         The largest per-text tensors of one image are the aggregation weights
         ``(N_c, N)``, the aggregated tokens ``(N_c, C)`` and the patch-word products
         ``(M, N)`` / ``(M, L)``. A few MB per chunk keeps them in the CPU's caches
         (measured best near 64 texts for ViT-224 and C = 512, about 24 MB);
-        ``memory_budget_mb`` caps it.
+        ``memory_budget_mb`` caps it. Only the caption kinds ``kinds`` that the
+        alignment units read count (the other kind's words never enter a GEMM).
         """
         cfg = self.config
         n_c = max(cfg.num_aggregated, 1)
         c = cfg.embed_size
-        words = sum(t.raw.shape[1] for t in texts.values())
+        words = sum(texts[k].raw.shape[1] for k in kinds)
         per_text = 2 * (n_c * n + n_c * c + n) + words * (n + n_c + 2)
         b_t = next(iter(texts.values())).raw.shape[0]
         budget = min(self.memory_budget_mb, self.cache_budget_mb) * 2**20 / 4

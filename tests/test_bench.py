@@ -91,3 +91,30 @@ def test_full_eval_is_extrapolated_on_cpu_at_full_size() -> None:
     goal = {"eval_repeat5": {"batched": 10_000.0}}
     out = bench.full_eval_section(s, goal, lambda m: None)
     assert out == {"images": 1000, "texts": 5000, "seconds": 500.0, "measured": False}
+
+
+def test_measure_interleaved_sums_parts_and_averages_whole_calls() -> None:
+    calls: list[str] = []
+    times = {"p0": iter([0.02, 0.01]), "p1": iter([0.03, 0.01]), "w": iter([0.01, 0.03] * 2)}
+
+    def fn(name: str):
+        def run() -> str:
+            calls.append(name)
+            time.sleep(next(times[name]))
+            return name
+
+        return run
+
+    res = bench.measure_interleaved([fn("p0"), fn("p1")], fn("w"), rounds=2)
+    # Each part is followed by one whole call, round after round.
+    assert calls == ["p0", "w", "p1", "w"] * 2
+    slow, fast = res["slow"], res["fast"]
+    assert len(slow["samples"]) == len(fast["samples"]) == 2
+    # Per round: the sum of the parts (>= 50 ms, then >= 20 ms) and the mean of the
+    # whole calls (>= 20 ms each round).
+    assert slow["samples"][0] >= 0.05 and 0.02 <= slow["samples"][1] < 0.05
+    assert all(0.02 <= t < 0.035 for t in fast["samples"])
+    assert slow["seconds"] == sum(slow["samples"]) / 2
+    assert slow["out"] == ["p0", "p1"] and fast["out"] == "w"
+    ratios = bench._round_ratios(slow, fast)
+    assert ratios[0] > ratios[1]
