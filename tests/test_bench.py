@@ -63,17 +63,25 @@ def test_cli_rejects_unknown_impl() -> None:
     assert main(["bench", "--report", "--quick", "--impls", "fast"]) != 0
 
 
-def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
-    calls: list[str] = []
-    times = {"a": iter([0.06, 0.01, 0.03]), "b": iter([0.005, 0.04, 0.01])}
+def _sleepers(times: dict[str, list[float]], calls: list[str]):
+    """``fn(name)``: a callable that logs ``name`` in ``calls``, sleeps the next of
+    ``times[name]`` and returns ``name`` (a stand-in for a timed implementation)."""
+    its = {k: iter(v) for k, v in times.items()}
 
     def fn(name: str):
         def run() -> str:
             calls.append(name)
-            time.sleep(next(times[name]))
+            time.sleep(next(its[name]))
             return name
 
         return run
+
+    return fn
+
+
+def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
+    calls: list[str] = []
+    fn = _sleepers({"a": [0.06, 0.01, 0.03], "b": [0.005, 0.04, 0.01]}, calls)
 
     res = bench.measure_alternating({"a": fn("a"), "b": fn("b")}, rounds=3)
     assert calls == ["a", "b"] * 3
@@ -95,15 +103,7 @@ def test_full_eval_is_extrapolated_on_cpu_at_full_size() -> None:
 
 def test_measure_interleaved_sums_parts_and_averages_whole_calls() -> None:
     calls: list[str] = []
-    times = {"p0": iter([0.02, 0.01]), "p1": iter([0.03, 0.01]), "w": iter([0.01, 0.03] * 2)}
-
-    def fn(name: str):
-        def run() -> str:
-            calls.append(name)
-            time.sleep(next(times[name]))
-            return name
-
-        return run
+    fn = _sleepers({"p0": [0.02, 0.01], "p1": [0.03, 0.01], "w": [0.01, 0.03] * 2}, calls)
 
     res = bench.measure_interleaved([fn("p0"), fn("p1")], fn("w"), rounds=2)
     # Each part is followed by one whole call, round after round.
