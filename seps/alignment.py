@@ -269,8 +269,9 @@ class KeptWeights:
         b = keep.shape[0]
         return cls(e, keep.nonzero()[:, 1].view(b, -1))
 
-    def dense(self, b: int, n: int) -> Tensor:
-        """The full weights ``W (B, N_c, N)``."""
+    def dense(self, n: int) -> Tensor:
+        """The full weights ``W (B, N_c, N)`` over ``n`` patches."""
+        b = self.idx.shape[0]
         ek = self.e.index_select(0, self.idx.reshape(-1)).view(b, -1, self.e.shape[1])
         w = self.e.new_zeros(b, n, self.e.shape[1]).scatter(
             1, self.idx.unsqueeze(-1).expand_as(ek), ek
@@ -347,9 +348,9 @@ def patch_word_scores(
     b, m, _ = words.shape
     if isinstance(agg_weights, KeptWeights) and gram is not None:
         weighted, sq = _gram_kept(words, x, gram, agg_weights, extra_weights)
-        return _assemble(b, words, cls_col, weighted, _inv_norm(sq), body_masks, xn)
+        return _assemble(words, cls_col, weighted, _inv_norm(sq), body_masks, xn)
     if isinstance(agg_weights, KeptWeights):
-        agg_weights = agg_weights.dense(b, x.shape[0])
+        agg_weights = agg_weights.dense(x.shape[0])
     w = extra_weights.unsqueeze(1)
     if agg_weights is not None:
         w = torch.cat([agg_weights, w], dim=1)
@@ -362,11 +363,10 @@ def patch_word_scores(
         weighted_scale = _inv_norm((wg * w).sum(-1))
     else:
         weighted, weighted_scale = _DirectTokens.apply(w, x, words)
-    return _assemble(b, words, cls_col, weighted, weighted_scale, body_masks, xn)
+    return _assemble(words, cls_col, weighted, weighted_scale, body_masks, xn)
 
 
 def _assemble(
-    b: int,
     words: Tensor,
     cls_col: Tensor | None,
     weighted: Tensor,
@@ -376,7 +376,7 @@ def _assemble(
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """``S_pw`` blocks in token order (``[CLS]``, selected patches, weighted tokens)
     with their column scales and token mask (see :func:`patch_word_scores`)."""
-    m = words.shape[1]
+    b, m, _ = words.shape
     r = weighted.shape[2]
     blocks: list[Tensor] = []
     scales: list[Tensor] = []

@@ -451,30 +451,26 @@ def measure_interleaved(
     over rounds), ``samples`` (per round), ``peak_mb`` and ``out`` (the last round's:
     the list of part outputs for ``slow``).
     """
-    res: dict[str, dict[str, Any]] = {
-        "slow": {"samples": [], "peak_mb": 0.0},
-        "fast": {"samples": [], "peak_mb": 0.0},
-    }
+    slow: dict[str, Any] = {"samples": [], "peak_mb": 0.0}
+    fast: dict[str, Any] = {"samples": [], "peak_mb": 0.0}
     _sync(device)
     for _ in range(rounds):
-        slow, fast, outs = 0.0, [], []
+        slow_s, fast_s, outs = 0.0, 0.0, []
         for part in parts:
-            for name, fn in (("slow", part), ("fast", whole)):
-                m = measure(fn, device, repeats=1, warmup=False)
-                r = res[name]
-                r["peak_mb"] = max(r["peak_mb"], m["peak_mb"])
-                if name == "slow":
-                    slow += m["seconds"]
-                    outs.append(m["out"])
-                else:
-                    fast.append(m["seconds"])
-                    r["out"] = m["out"]
-        res["slow"]["samples"].append(slow)
-        res["slow"]["out"] = outs
-        res["fast"]["samples"].append(sum(fast) / len(fast))
-    for r in res.values():
+            m = measure(part, device, repeats=1, warmup=False)
+            slow_s += m["seconds"]
+            outs.append(m["out"])
+            slow["peak_mb"] = max(slow["peak_mb"], m["peak_mb"])
+            m = measure(whole, device, repeats=1, warmup=False)
+            fast_s += m["seconds"]
+            fast["out"] = m["out"]
+            fast["peak_mb"] = max(fast["peak_mb"], m["peak_mb"])
+        slow["samples"].append(slow_s)
+        slow["out"] = outs
+        fast["samples"].append(fast_s / len(parts))
+    for r in (slow, fast):
         r["seconds"] = sum(r["samples"]) / len(r["samples"])
-    return res
+    return {"slow": slow, "fast": fast}
 
 
 def _round_ratios(base: dict[str, Any], other: dict[str, Any]) -> list[float]:
@@ -960,8 +956,8 @@ def _add_args(p: argparse.ArgumentParser) -> None:
         default=3,
         help="timed calls per measurement after the warm-up; the best is kept (loop: 1). "
         "The goals use it as their number of rounds: evaluation rounds interleave the "
-        "loop's 5 text shards with whole batched calls and report means; training "
-        "rounds alternate one step of each and report the best",
+        f"loop's {BenchSettings.eval_parts} text shards with whole batched calls and "
+        "report means; training rounds alternate one step of each and report the best",
     )
     p.add_argument("--out", default="reports", help="report folder (default: reports)")
     p.add_argument("pytest_args", nargs="*", help="extra arguments passed to pytest (no --report)")
