@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from .config import PRESETS, SEPSConfig, get_config
+from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
 
 #: TrainConfig fields a matrix or a profile may not set (they are where/how, not what).
 NON_SEMANTIC_TRAIN_FIELDS = ("out_dir", "cache_dir", "progress", "device")
@@ -69,9 +70,16 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _train_fields() -> dict[str, dataclasses.Field[Any]]:
-    from .train import TrainConfig
-
     return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _check_train_value(name: str, value: Any, where: str) -> None:
+    """The type rules of :class:`TrainConfig` applied where the value was written, so the
+    error names the file and run (YAML 1.1 reads ``lr: 1e-3`` as a string: accepted)."""
+    try:
+        coerce_field(name, value)
+    except ValueError as exc:
+        raise AblationError(f"{where}: {exc}") from None
 
 
 def _head_fields() -> set[str]:
@@ -312,9 +320,10 @@ def _validate_run(run: RunSpec, where: str) -> None:
     for k in run.set:
         if k not in heads:
             raise AblationError(f"{where}: run {run.id!r}: unknown switch {k!r}")
-    for k in run.train:
+    for k, v in run.train.items():
         if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
             raise AblationError(f"{where}: run {run.id!r}: unknown train field {k!r}")
+        _check_train_value(k, v, f"{where}: run {run.id!r}")
     try:
         get_config(run.preset, **run.set)
     except ValueError as exc:
@@ -385,9 +394,10 @@ def load_profile(name: str, root: Path | None = None) -> Profile:
     for k in entry.get("head") or {}:
         if k not in heads:
             raise AblationError(f"{where}: unknown head field {k!r}")
-    for k in entry.get("train") or {}:
+    for k, v in (entry.get("train") or {}).items():
         if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
             raise AblationError(f"{where}: unknown train field {k!r}")
+        _check_train_value(k, v, where)
     return Profile(
         name=name,
         description=str(entry.get("description", "")),
@@ -407,8 +417,6 @@ def resolve(
     defaults, then the profile, then the run's train fields, then ``train_overrides``
     (dataset, data path, device... from the command line).
     """
-    from .train import TrainConfig
-
     head = get_config(run.preset, **{**profile.head, **run.set})
     values = {**profile.train, **run.train, **train_overrides, "seed": seed}
     if "lr_milestones" in values:
@@ -417,11 +425,18 @@ def resolve(
 
 
 def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = ()) -> str:
-    """Hash of the fully resolved configs (without where/how fields and ``exclude``)."""
+    """Hash of the fully resolved configs (without where/how fields and ``exclude``).
+
+    Fields added after the first records (:data:`KEY_OMITTED_AT_DEFAULT`) count only
+    when set to something other than their default, so stored keys stay valid.
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     t = {
         k: v
         for k, v in train_cfg.to_dict().items()
-        if k not in NON_SEMANTIC_TRAIN_FIELDS and k not in exclude
+        if k not in NON_SEMANTIC_TRAIN_FIELDS
+        and k not in exclude
+        and not (k in KEY_OMITTED_AT_DEFAULT and v == defaults[k])
     }
     blob = json.dumps({"head": head.to_dict(), "train": t}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
 import platform
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +42,10 @@ from torch import Tensor
 
 from .cli import command
 from .config import SEPSConfig, get_config
+from .devices import check_device
 from .head import SEPSHead
 from .kernels import IMPLEMENTATIONS, unavailable_reason
+from .store import atomic_write_bytes, atomic_write_text
 
 #: name -> (spatial patches, has [CLS], sparse_ratio, aggr_ratio)
 GEOMETRIES: dict[str, tuple[int, bool, float, float]] = {
@@ -327,6 +329,20 @@ def hrpa_fn(head: SEPSHead, inputs: list[Tensor], impl: str, words: str = "spars
 
 
 # ------------------------------------------------------------------ report
+#: Implementations that ``--quick`` leaves out unless named in ``--impls``: at the quick
+#: sizes their one-off set-up, not the kernels, would be the run time (measured on this
+#: project's 2-core CPU: ``compiled`` added 26 s with a cold compile cache, 6 s warm; the
+#: Triton CPU interpreter about 6 s, against about 1 s for loop and batched together).
+QUICK_SKIPS: dict[str, str] = {
+    "compiled": "not run with --quick: torch.compile's set-up (about 6-26 s on a 2-core CPU) "
+    "would dominate the run; name it in --impls to include it",
+    "triton": "not run with --quick: compiling the Triton kernels (or running them in the "
+    "CPU interpreter, TRITON_INTERPRET=1) would dominate the run; name it in --impls to "
+    "include it",
+}
+QUICK_IMPLS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if i not in QUICK_SKIPS)
+
+
 @dataclasses.dataclass
 class BenchSettings:
     device: str = "cpu"
@@ -345,13 +361,23 @@ class BenchSettings:
     #: Flickr30K-size evaluation (images, texts), timed on CUDA (and in quick mode,
     #: at toy size); on the CPU it would take minutes, so the report extrapolates it.
     full_eval: tuple[int, int] = (1000, 5000)
+    #: Implementations left out on purpose -> why; the report lists them with the skipped.
+    not_run: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: CPU peak memory of a training step from a fresh interpreter (:func:`train_peak_rss_mb`).
+    #: Each one costs about 3 s of start-up on a 2-core CPU, 13 of them most of a quick
+    #: run; quick mode reads the in-process peak instead, and the report says so.
+    fresh_process_peak: bool = True
 
     @classmethod
-    def quick_settings(cls, device: str, impls: tuple[str, ...]) -> BenchSettings:
+    def quick_settings(cls, device: str, impls: tuple[str, ...] | None = None) -> BenchSettings:
+        """Tiny sizes that check the pipeline in seconds. Without ``impls``, the
+        implementations of :data:`QUICK_SKIPS` are left out (their set-up would dominate)."""
         return cls(
             device=device,
             quick=True,
-            impls=impls,
+            impls=QUICK_IMPLS if impls is None else impls,
+            not_run={} if impls is not None else dict(QUICK_SKIPS),
+            fresh_process_peak=False,
             geometries=("vit224", "swin224"),
             eval_images=4,
             eval_texts=10,
@@ -525,7 +551,7 @@ def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]
     fns = {impl: train_fn(make_head(cfg, impl, s.device), inputs) for impl in ("loop", "batched")}
     train = measure_alternating(fns, s.device, s.repeats, warmup=("loop", "batched"))
     for impl in fns:
-        if not s.device.startswith("cuda"):
+        if not s.device.startswith("cuda") and s.fresh_process_peak:
             train[impl]["peak_mb"] = train_peak_rss_mb("code", "vit224", impl, b, s.embed_size)
         log(
             f"train B={b} {impl}: {train[impl]['seconds'] * 1e3:.0f} ms, "
@@ -590,7 +616,7 @@ def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[s
         ev = measure(eval_fn(head, ev_in), s.device, s.repeats)
         tr_in = make_inputs("vit224", b_train, b_train, embed_size=s.embed_size, device=s.device)
         tr = measure(train_fn(head, tr_in), s.device, s.repeats)
-        if not s.device.startswith("cuda"):
+        if not s.device.startswith("cuda") and s.fresh_process_peak:
             preset, over = (
                 (name, {}) if name in ("code", "paper", "laps") else ("code", VARIANTS[name])
             )
@@ -638,7 +664,9 @@ def train_fits(impl: str, geometry: str, batch: int, embed_size: int, device: st
 def micro_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
     """TopK, HRPA and the whole head per implementation and geometry."""
     rows = []
-    skipped = {}
+    skipped = dict(s.not_run)
+    for impl in s.not_run:
+        log(f"skip {impl}: {s.not_run[impl]}")
     for impl in s.impls:
         reason = unavailable_reason(impl, s.device)
         if reason is not None:
@@ -710,8 +738,13 @@ def render_report(s: BenchSettings, goal: dict, presets: list, micro: dict, meta
         f"- machine load: {meta['load']}",
         f"- embed size C = {s.embed_size}; every number below was measured in this run"
         + (" (QUICK: tiny sizes, numbers are not meaningful)" if s.quick else ""),
-        "",
     ]
+    if not (s.fresh_process_peak or s.device.startswith("cuda")):
+        lines.append(
+            "- peak memory: in-process growth of the peak RSS, not one fresh process per "
+            "training step as in the full report; it reads low once an earlier call grew the heap"
+        )
+    lines.append("")
     ev1, ev5, tr = goal["eval_repeat1"], goal["eval_repeat5"], goal["train"]
     lines += ["## Goals (code preset, ViT-224 + [CLS], batched vs loop)", ""]
     lines += [
@@ -805,7 +838,7 @@ def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def plot(micro: dict, goal: dict, path: Path) -> None:
+def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -840,21 +873,8 @@ def plot(micro: dict, goal: dict, path: Path) -> None:
     ax.legend(fontsize=7)
     ax.set_title("goals (code preset, ViT-224)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _load() -> str:
@@ -884,14 +904,77 @@ def run_report(
     text = render_report(s, goal, presets, micro, meta)
     md = out_dir / "latency.md"
     png = out_dir / "latency.png"
-    _atomic_write(png, lambda p: plot(micro, goal, p))
+    buf = io.BytesIO()
+    plot(micro, goal, buf)
+    atomic_write_bytes(png, buf.getvalue())
     text += f"\n![speed-ups]({png.name})\n"
-    _atomic_write(md, lambda p: p.write_text(text, encoding="utf-8"))
+    atomic_write_text(md, text)
     return md
 
 
 # --------------------------------------------------------------------- CLI
+# One parser per kind of value. They run inside the command (not as argparse ``type=``) so
+# that a bad value is one ``ValueError`` line naming the option, which ``seps.cli.main``
+# prints with exit code 2, like every other invalid input of ``seps-bench``.
+def _invalid(option: str, value: str, expected: str) -> ValueError:
+    return ValueError(f"{option}: invalid value {value!r}; expected {expected}")
+
+
+def _positive_int(option: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise _invalid(option, value, "a positive integer")
+    return n
+
+
+def _positive_ints(option: str, value: str) -> tuple[int, ...]:
+    """Comma-separated positive integers, e.g. ``32,64,128`` (at least one)."""
+    expected = "comma-separated positive integers, e.g. 32,64,128"
+    try:
+        out = tuple(_positive_int(option, v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise _invalid(option, value, expected) from None
+    if not out:
+        raise _invalid(option, value, expected)
+    return out
+
+
+def _shard(option: str, value: str) -> tuple[int, int]:
+    """``IMAGESxTEXTS``, e.g. ``100x500`` (``X`` works too)."""
+    expected = "IMAGESxTEXTS with two positive integers, e.g. 100x500"
+    try:
+        images, texts = (_positive_int(option, v) for v in value.lower().split("x"))
+    except ValueError:  # also a count of parts other than two
+        raise _invalid(option, value, expected) from None
+    return images, texts
+
+
+def _names(option: str, value: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(v for v in value.split(",") if v)
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"{option}: invalid value {name!r}; allowed: {', '.join(allowed)}")
+    return names
+
+
+def _defaults(full: object, quick: object) -> str:
+    return f"(default {full}; with --quick {quick})"
+
+
+_FULL = BenchSettings()
+_QUICK = BenchSettings.quick_settings("cpu")
+
+
 def _add_args(p: argparse.ArgumentParser) -> None:
+    # The size options default to None so that --quick can tell the sizes the user gave
+    # (applied on top of the quick ones) from the ones left out; the defaults are in
+    # BenchSettings and BenchSettings.quick_settings, quoted in each help.
+    def shard(s: BenchSettings, kind: str) -> str:
+        return f"{getattr(s, kind + '_images')}x{getattr(s, kind + '_texts')}"
+
     p.description = (
         "Micro-benchmarks of the TopK (patch selection) and HRPA kernels and of the whole head, "
         "per implementation (loop, batched, compiled, triton), and with --report the latency "
@@ -907,54 +990,67 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="tiny sizes (C=64, a few pairs): checks the pipeline in seconds; the "
-        "numbers are not meaningful",
+        help="check the pipeline: tiny sizes (C=64, a few pairs; the size options below "
+        "override them when given), only the implementations "
+        f"{','.join(QUICK_IMPLS)} unless --impls names others, and CPU peak memory read "
+        "in-process instead of from a fresh process per step. Measured on this project's "
+        "2-core CPU: about 8 s when idle, 16-40 s while other jobs kept the cores busy (8 s "
+        "with --threads 1 under the same load); "
+        "naming compiled in --impls adds torch.compile's set-up (about 6 s with a warm "
+        "compile cache, 26 s cold). The numbers are not meaningful",
     )
     p.add_argument(
         "--device",
         default="cuda" if torch.cuda.is_available() else "cpu",
-        help="device to benchmark on (default: cuda if available, else cpu)",
+        help="device to benchmark on: cpu, cuda, cuda:N or auto (default: cuda if available, "
+        "else cpu); refused before any work if this machine lacks it",
     )
     p.add_argument(
         "--impls",
-        default=",".join(IMPLEMENTATIONS),
-        help="comma-separated implementations for the micro-benchmarks (default: all; "
-        "unavailable ones are skipped with their reason)",
+        default=None,
+        help="comma-separated implementations for the micro-benchmarks "
+        f"{_defaults('all: ' + ','.join(_FULL.impls), ','.join(_QUICK.impls))}; "
+        "unavailable ones are skipped with their reason",
     )
     p.add_argument(
         "--geometries",
-        default=",".join(GEOMETRIES),
-        help=f"comma-separated geometries (default: {','.join(GEOMETRIES)})",
+        default=None,
+        help=f"comma-separated geometries out of {','.join(GEOMETRIES)} "
+        f"{_defaults(','.join(_FULL.geometries), ','.join(_QUICK.geometries))}",
     )
     p.add_argument(
         "--eval-shard",
-        default="100x500",
+        default=None,
         metavar="IMAGESxTEXTS",
-        help="evaluation shard of the goal measurement (default 100x500)",
+        help="evaluation shard of the goal measurement "
+        f"{_defaults(shard(_FULL, 'eval'), shard(_QUICK, 'eval'))}",
     )
     p.add_argument(
         "--micro-shard",
-        default="16x128",
+        default=None,
         metavar="IMAGESxTEXTS",
-        help="shard of the micro-benchmarks (default 16x128; the pytest suites use "
-        "128x1024 on CUDA)",
+        help="shard of the micro-benchmarks "
+        f"{_defaults(shard(_FULL, 'micro'), shard(_QUICK, 'micro'))}; the pytest suites use "
+        "128x1024 on CUDA",
     )
     p.add_argument(
         "--train-batches",
-        default="32,64,128",
-        help="comma-separated training batch sizes of the micro-benchmarks (default 32,64,128)",
+        default=None,
+        help="comma-separated training batch sizes of the micro-benchmarks "
+        + _defaults(
+            ",".join(map(str, _FULL.train_batches)), ",".join(map(str, _QUICK.train_batches))
+        ),
     )
     p.add_argument(
         "--threads",
-        type=int,
         default=None,
         help="torch CPU threads (default: torch's default, the number of cores)",
     )
     p.add_argument(
         "--repeats",
-        type=int,
-        default=3,
-        help="timed calls per measurement after the warm-up; the best is kept (loop: 1). "
+        default=None,
+        help="timed calls per measurement after the warm-up; the best is kept (loop: 1) "
+        f"{_defaults(_FULL.repeats, _QUICK.repeats)}. "
         "The goals use it as their number of rounds: evaluation rounds interleave the "
         f"loop's {BenchSettings.eval_parts} text shards with whole batched calls and "
         "report means; training rounds alternate one step of each and report the best",
@@ -963,41 +1059,43 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pytest_args", nargs="*", help="extra arguments passed to pytest (no --report)")
 
 
+def bench_settings(args: argparse.Namespace) -> BenchSettings:
+    """The report's settings: the full or the quick defaults, then every size option the
+    user gave. Raises ``ValueError`` naming the option for a device this machine lacks or
+    an invalid value, before any work."""
+    device = check_device(args.device)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    impls = None if args.impls is None else _names("--impls", args.impls, IMPLEMENTATIONS)
+    if args.quick:
+        s = BenchSettings.quick_settings(device, impls)
+    else:
+        s = BenchSettings(device=device, impls=IMPLEMENTATIONS if impls is None else impls)
+    if args.geometries is not None:
+        s.geometries = _names("--geometries", args.geometries, tuple(GEOMETRIES))
+    if args.eval_shard is not None:
+        s.eval_images, s.eval_texts = _shard("--eval-shard", args.eval_shard)
+    if args.micro_shard is not None:
+        s.micro_images, s.micro_texts = _shard("--micro-shard", args.micro_shard)
+    if args.train_batches is not None:
+        s.train_batches = _positive_ints("--train-batches", args.train_batches)
+    if args.repeats is not None:
+        s.repeats = _positive_int("--repeats", args.repeats)
+    return s
+
+
 @command("bench", "kernel micro-benchmarks and the latency report (--report)", _add_args)
 def _run_bench(args: argparse.Namespace) -> int:
     import sys
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    impls = tuple(i for i in args.impls.split(",") if i)
-    for i in impls:
-        if i not in IMPLEMENTATIONS:
-            raise ValueError(f"--impls: invalid value {i!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
-    geos = tuple(g for g in args.geometries.split(",") if g)
-    for g in geos:
-        if g not in GEOMETRIES:
-            raise ValueError(f"--geometries: invalid value {g!r}; allowed: {', '.join(GEOMETRIES)}")
+    s = bench_settings(args)  # validates everything before any work
+    if args.threads is not None:
+        torch.set_num_threads(_positive_int("--threads", args.threads))
     if not args.report:
         import pytest
 
         bench_dir = Path(__file__).resolve().parents[1] / "benchmarks"
         return int(pytest.main([str(bench_dir), "--benchmark-only", "-q", *args.pytest_args]))
-    if args.quick:
-        s = BenchSettings.quick_settings(args.device, impls)
-    else:
-        ev = [int(v) for v in args.eval_shard.lower().split("x")]
-        mi = [int(v) for v in args.micro_shard.lower().split("x")]
-        s = BenchSettings(
-            device=args.device,
-            impls=impls,
-            geometries=geos,
-            eval_images=ev[0],
-            eval_texts=ev[1],
-            micro_images=mi[0],
-            micro_texts=mi[1],
-            repeats=args.repeats,
-            train_batches=tuple(int(b) for b in args.train_batches.split(",") if b),
-        )
     cmd = (
         "seps-bench " + " ".join(sys.argv[1:])
         if sys.argv[0].endswith("seps-bench")
@@ -1010,9 +1108,11 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 __all__ = [
     "GEOMETRIES",
+    "QUICK_IMPLS",
     "VARIANTS",
     "BenchSettings",
     "bench_config",
+    "bench_settings",
     "caption_lengths",
     "make_head",
     "make_inputs",

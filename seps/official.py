@@ -96,6 +96,9 @@ def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, T
     missing, unexpected or mis-shaped key."""
     own = head.state_dict()
     mapped: dict[str, Tensor] = {}
+    # Names the state dict provides, fitting or not: a key that is there with the wrong
+    # shape is reported as mis-shaped only, not also as missing.
+    present: set[str] = set()
     unexpected: list[str] = []
     misshaped: list[str] = []
     for key, value in state_dict.items():
@@ -103,6 +106,7 @@ def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, T
         if name is None or name not in own:
             unexpected.append(key)
             continue
+        present.add(name)
         if not isinstance(value, Tensor):
             misshaped.append(f"{key}: expected a tensor, got {type(value).__name__}")
             continue
@@ -116,7 +120,7 @@ def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, T
     # The per-patch keep bias has no official counterpart: keep its initial value.
     optional = {k for k in own if k.endswith("keep_bias")}
     missing = [
-        f"{to_official_key(k) or k} (-> {k})" for k in own if k not in mapped and k not in optional
+        f"{to_official_key(k) or k} (-> {k})" for k in own if k not in present and k not in optional
     ]
     problems = []
     if missing:
@@ -289,13 +293,18 @@ def load_checkpoint(
     cross = {k: v for k, v in state.items() if k.startswith("cross_net.")}
     problems: list[str] = []
     own = model.state_dict()
+    # A key that is there with the wrong shape (or not a tensor) is in `encoders`, so it is
+    # reported as mis-shaped only, never also as missing (as map_state_dict does).
     missing = [k for k in own if not k.startswith("cross_net.") and k not in encoders]
     unexpected = [k for k in encoders if k not in own]
-    shaped = [
-        f"{k}: expected shape {tuple(own[k].shape)}, got {tuple(v.shape)}"
-        for k, v in encoders.items()
-        if k in own and tuple(own[k].shape) != tuple(v.shape)
-    ]
+    shaped = []
+    for k, v in encoders.items():
+        if k not in own:
+            continue
+        if not isinstance(v, Tensor):
+            shaped.append(f"{k}: expected a tensor, got {type(v).__name__}")
+        elif v.shape != own[k].shape:
+            shaped.append(f"{k}: expected shape {tuple(own[k].shape)}, got {tuple(v.shape)}")
     if missing:
         problems.append("missing keys: " + ", ".join(missing))
     if unexpected:

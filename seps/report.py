@@ -22,8 +22,8 @@ when the records come from machines with different speeds.
 from __future__ import annotations
 
 import argparse
+import io
 import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +37,7 @@ import yaml
 
 from .ablations import Matrix, RunSpec, default_root, load_matrix
 from .cli import command
-from .runner import read_record
+from .store import RECORD_NAME, RecordError, atomic_write_bytes, atomic_write_text, scan_records
 
 #: The six recalls in the paper's column order, then their sum.
 RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
@@ -254,14 +254,36 @@ def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str,
     return row
 
 
+def _unreadable_row(err: RecordError, matrix_dir: str) -> dict[str, Any]:
+    """A row for a record file that cannot be read: never hidden, it is reported as
+    ``status = "unreadable"`` with the run and seed its file name gives."""
+    m = RECORD_NAME.match(err.path.name)
+    row: dict[str, Any] = {c: None for c in RECORD_COLUMNS}
+    row.update(
+        matrix=matrix_dir,
+        file=f"{matrix_dir}/{err.path.name}",
+        status="unreadable",
+        error=f"unreadable record {err.path.name} ({err.reason})",
+        run_id=m.group("run") if m else err.path.stem,
+        key=m.group("key") if m else None,
+        seed=int(m.group("seed")) if m else None,
+        history=[],
+        environment={},
+        head_config={},
+        train_config={},
+    )
+    return row
+
+
 def load_results(results_dir: str | Path, matrix: str | None = None) -> pd.DataFrame:
     """One row per stored run record under ``results_dir`` (or ``results_dir/<matrix>``).
 
     Metrics become columns (``i2t_r1`` ... ``rsum``, ``i2t_medr`` ...), ``history`` stays a
-    list per row. Files that are not ``seps-bench/run/1`` records, hidden or temp files,
-    and folders starting with ``_`` (``_work/``: checkpoints and feature caches) are
-    skipped. Rows are sorted by (matrix, profile, run_id, seed, file) so that everything
-    built from the frame is deterministic.
+    list per row. A ``*.json`` file that cannot be read as a ``seps-bench/run/1`` record
+    (truncated, not JSON, another schema) becomes a row with ``status = "unreadable"``
+    and the reason in ``error``; hidden or temp files and folders starting with ``_``
+    (``_work/``: checkpoints and feature caches) are skipped. Rows are sorted by (matrix,
+    profile, run_id, seed, file) so that everything built from the frame is deterministic.
     """
     root = Path(results_dir)
     if matrix is not None:
@@ -272,14 +294,10 @@ def load_results(results_dir: str | Path, matrix: str | None = None) -> pd.DataF
         dirs = []
     rows = []
     for d in dirs:
-        if not d.is_dir():
-            continue
-        for f in sorted(d.glob("*.json")):
-            if f.name.startswith("."):
-                continue
-            rec = read_record(f)
-            if rec is not None:
-                rows.append(_record_row(rec, f"{d.name}/{f.name}", d.name))
+        good, bad = scan_records(d)
+        for f, rec in good:
+            rows.append(_record_row(rec, f"{d.name}/{f.name}", d.name))
+        rows += [_unreadable_row(err, d.name) for err in bad]
     metric_cols = list(METRICS)
     extra = sorted({k for r in rows for k in r} - set(RECORD_COLUMNS) - set(METRICS))
     df = pd.DataFrame(rows, columns=[*RECORD_COLUMNS, *metric_cols, *extra])
@@ -584,11 +602,11 @@ def _run_colors(matrix: Matrix) -> dict[str, Any]:
 
 
 def _save_png(fig: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     # metadata Software=None drops the matplotlib version string; with a fixed dpi the
     # bytes then depend only on the plotted numbers.
-    fig.savefig(tmp, format="png", dpi=PLOT_DPI, metadata={"Software": None})
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PLOT_DPI, metadata={"Software": None})
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, dict[str, Any]]:
@@ -1096,8 +1114,11 @@ def _failed_lines(cur: pd.DataFrame, matrix: Matrix) -> list[str]:
     for r in failed.to_dict("records"):
         # The first line of the error ("Type: message"); the traceback stays in the record.
         first = str(r["error"] or "").strip().splitlines()
-        rows.append([r["run_id"], r["profile"], int(r["seed"]), first[0] if first else DASH])
-    return [*lines, _table(rows, ["variant", "profile", "seed", "error"]), ""]
+        seed = DASH if _isnan(r["seed"]) else int(r["seed"])
+        rows.append(
+            [r["run_id"], r["profile"] or DASH, seed, r["status"], first[0] if first else DASH]
+        )
+    return [*lines, _table(rows, ["variant", "profile", "seed", "status", "error"]), ""]
 
 
 def _other_lines(
@@ -1225,13 +1246,6 @@ def render_report(
     return "\n".join(lines)
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_report(
     matrix_name: str,
     results_dir: str | Path,
@@ -1284,7 +1298,7 @@ def write_report(
         lines, _, _ = SECTIONS[section](cur, matrix.name, out_dir)
         extra += lines
     path = out_dir / f"{matrix.name}.md"
-    _atomic_write_text(path, render_report(matrix, df, figures, claims, plots, extra))
+    atomic_write_text(path, render_report(matrix, df, figures, claims, plots, extra))
     return path
 
 
@@ -1349,6 +1363,8 @@ def _run_report(args: argparse.Namespace) -> int:
             print(f"skipping {name}: no matrix file {root}/matrices/{name}.yaml", file=sys.stderr)
             status = 1
             continue
+        for err in scan_records(Path(args.results) / name)[1]:
+            print(f"warning: {err}; listed under 'Failed runs'", file=sys.stderr)
         path = write_report(name, args.results, args.reports, root=root)
         print(f"report: {path}")
     return status

@@ -17,11 +17,13 @@ local Ray or to ``--ray-address``; records land in the same store.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
-import json
+import os
 import re
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,17 @@ from .ablations import (
     resolve,
 )
 from .cli import command
+from .devices import check_device
+from .store import (
+    SCHEMA,
+    RecordError,
+    RunLock,
+    atomic_write_json,
+    clean_stale_temps,
+    quarantine,
+    read_record,
+)
 
-SCHEMA = "seps-bench/run/1"
 #: Fields that only change the evaluation, so runs differing in them share a training.
 EVAL_ONLY_FIELDS = ("dense_source", "eval_split", "eval_text_shard", "eval_image_shard")
 
@@ -93,17 +104,66 @@ def store_dir(results: Path, matrix: str) -> Path:
     return results / matrix
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
+def record_path(results: Path, p: PlannedRun) -> Path:
+    return store_dir(results, p.matrix) / p.record_name
+
+
+def lock_path(results: Path, p: PlannedRun) -> Path:
+    """One lock per training: the runs of a group share ``_work/<train key>-s<seed>/``."""
+    return results / "_work" / f"{p.train_key}-s{p.seed}.lock"
+
+
+#: Failures that say something about the machine, not about the run: they are not final
+#: (the next ``seps-bench run`` tries again without ``--retry-failed``).
+ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (MemoryError, ImportError, OSError)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """``environment`` for out-of-memory, missing modules, I/O and CUDA errors; else
+    ``error`` (deterministic for the config: final until ``--retry-failed``)."""
+    import torch
+
+    if isinstance(exc, (*ENVIRONMENT_ERRORS, torch.cuda.OutOfMemoryError)):
+        return "environment"
+    if isinstance(exc, RuntimeError) and str(exc).lstrip().upper().startswith(("CUDA", "NCCL")):
+        return "environment"
+    return "error"
+
+
+def needs_run(rec: dict[str, Any] | None, retry_failed: bool) -> bool:
+    """Whether a stored record (or its absence) asks for the run to be (re)done."""
+    if rec is None:
+        return True
+    if rec.get("status") == "done":
+        return False
+    if rec.get("failure_kind") == "environment":
+        return True
+    return retry_failed
+
+
+def _pending(path: Path, retry_failed: bool) -> bool | RecordError:
+    """True when the record at ``path`` must be (re)computed; an unreadable record is
+    returned as its :class:`RecordError` unless ``retry_failed``, which moves it aside
+    as ``*.corrupt`` and runs again."""
     try:
-        rec = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return rec if isinstance(rec, dict) and rec.get("schema") == SCHEMA else None
+        rec = read_record(path)
+    except RecordError as exc:
+        if not retry_failed:
+            return exc
+        quarantine(path)
+        return True
+    return needs_run(rec, retry_failed)
 
 
 def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
-    """Train (or resume) and evaluate one planned run; write and return its record."""
-    from .train import atomic_write_json, environment, train
+    """Train (or resume) and evaluate one planned run; write and return its record.
+
+    ``status`` is ``done``; ``diverged`` (a non-finite loss ended training: the
+    ``divergence`` field says at which epoch and step, with the count of non-finite
+    steps); or ``failed`` with ``error``, ``traceback`` and ``failure_kind``
+    (:func:`failure_kind`).
+    """
+    from .train import DivergedError, environment, train
 
     cfg = p.train_cfg
     cfg.progress = progress
@@ -131,43 +191,100 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
             status="done",
             error=None,
             traceback=None,
-            **{
-                k: result[k]
-                for k in (
-                    "metrics",
-                    "dense_source",
-                    "protocol",
-                    "history",
-                    "nonfinite_steps",
-                    "train_seconds",
-                    "eval_seconds",
-                    "eval_pairs_per_second",
-                    "parameters",
-                    "trainable_parameters",
-                    "peak_memory_bytes",
-                    "environment",
-                    "eval_images",
-                )
-            },
+            **{k: result[k] for k in RESULT_FIELDS},
         )
         hist = result["history"]
         record["train_pairs_per_second"] = (
             sum(h["train_pairs_per_second"] for h in hist) / len(hist) if hist else None
+        )
+    except DivergedError as exc:
+        record.update(
+            status="diverged",
+            error=str(exc),
+            traceback=None,
+            divergence=exc.info,
+            history=exc.history,
+            nonfinite_steps=exc.info["nonfinite_steps"],
+            environment=environment(),
         )
     except Exception as exc:  # recorded, the matrix goes on
         record.update(
             status="failed",
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
+            failure_kind=failure_kind(exc),
             environment=environment(),
         )
     record["wall_seconds"] = time.perf_counter() - t0
-    atomic_write_json(store_dir(results, p.matrix) / p.record_name, record)
+    atomic_write_json(record_path(results, p), record, fault_point="record_write")
     return record
 
 
-def _execute_group(group: list[PlannedRun], results: str) -> list[dict[str, Any]]:
-    return [execute(p, Path(results)) for p in group]
+#: What a finished training's result contributes to the run record.
+RESULT_FIELDS = (
+    "metrics",
+    "dense_source",
+    "protocol",
+    "history",
+    "nonfinite_steps",
+    "train_seconds",
+    "eval_seconds",
+    "eval_pairs_per_second",
+    "parameters",
+    "trainable_parameters",
+    "peak_memory_bytes",
+    "environment",
+    "eval_images",
+    "tokenizer_hash",
+)
+
+
+def run_group(
+    group: list[PlannedRun],
+    results: Path,
+    *,
+    retry_failed: bool = False,
+    progress: bool = False,
+    block: bool = False,
+    say: Callable[[str], None] = print,
+) -> list[dict[str, Any]] | None:
+    """Run the pending runs of one training group under its lock.
+
+    Returns the records written, or ``None`` when another process holds the lock and
+    ``block`` is False. With ``block`` it waits for the lock (saying so once); each
+    run's record is read again once the lock is held, since the other process may have
+    completed it meanwhile.
+    """
+    lock = RunLock(lock_path(results, group[0]))
+    if not lock.acquire():
+        if not block:
+            return None
+        ids = ", ".join(f"{p.run.id} s{p.seed}" for p in group)
+        say(f"waiting for {lock.describe()}, which is running {ids}")
+        for _ in lock.wait():
+            pass
+    out = []
+    with lock:
+        for p in group:
+            todo = _pending(record_path(results, p), retry_failed)
+            if todo is True:
+                rec = execute(p, results, progress=progress)
+                say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
+                out.append(rec)
+    return out
+
+
+def _execute_group(group: list[PlannedRun], results: str, retry_failed: bool) -> None:
+    run_group(group, Path(results), retry_failed=retry_failed, block=True)
+
+
+class MatrixOutcome(list):  # type: ignore[type-arg]
+    """The records of a plan (a list, as before), plus :attr:`unreadable`: the record
+    files ``run_matrix`` found unreadable and left alone."""
+
+    def __init__(self, records: list[dict[str, Any]], unreadable: list[RecordError]) -> None:
+        super().__init__(records)
+        self.unreadable = unreadable
 
 
 def run_matrix(
@@ -181,37 +298,75 @@ def run_matrix(
     retry_failed: bool = False,
     progress: bool = True,
     ray_address: str | None = None,
+    say: Callable[[str], None] | None = None,
     **train_overrides: Any,
-) -> list[dict[str, Any]]:
-    """Run every pending (run, seed) of ``matrix``; return all records of the plan."""
+) -> MatrixOutcome:
+    """Run every pending (run, seed) of ``matrix``; return the records of the plan.
+
+    A run is pending when it has no record, or a failed record whose failure came from
+    the environment (or any failed/diverged one with ``retry_failed``). An unreadable
+    record is named in the outcome and left in place unless ``retry_failed`` (then it is
+    moved aside as ``*.corrupt`` and the run is done again). Runs sharing a training are
+    done together under one lock; a group another process holds is waited for at the end.
+    """
     from tqdm.auto import tqdm
 
-    planned = plan(matrix, profile, seeds, results, only, **train_overrides)
-    todo = []
-    for p in planned:
-        rec = read_record(store_dir(results, p.matrix) / p.record_name)
-        if rec is None or (rec["status"] == "failed" and retry_failed):
-            todo.append(p)
-    if backend == "ray":
-        _run_ray(todo, results, ray_address)
-    elif backend == "local":
-        bar = tqdm(todo, desc=f"{matrix.name} ({profile.name})", disable=not progress, unit="run")
-        for p in bar:
-            bar.set_postfix_str(f"{p.run.id} s{p.seed}")
-            rec = execute(p, results, progress=progress)
-            if rec["status"] == "failed":
-                tqdm.write(f"run {p.run.id} (seed {p.seed}) failed: {rec['error']}")
-    else:
+    if backend not in ("local", "ray"):
         raise ValueError(f"--backend: invalid value {backend!r}; allowed: local, ray")
+    say = say or tqdm.write
+    clean_stale_temps(results)
+    planned = plan(matrix, profile, seeds, results, only, **train_overrides)
+    groups: dict[tuple[str, int], list[PlannedRun]] = {}
+    unreadable: list[RecordError] = []
+    for p in planned:
+        todo = _pending(record_path(results, p), retry_failed)
+        if isinstance(todo, RecordError):
+            unreadable.append(todo)
+            say(f"{todo}; left in place (--retry-failed moves it aside and runs it again)")
+        elif todo:
+            groups.setdefault((p.train_key, p.seed), []).append(p)
+    if backend == "ray":
+        _run_ray(list(groups.values()), results, ray_address, retry_failed)
+    else:
+        n = sum(len(g) for g in groups.values())
+        desc = f"{matrix.name} ({profile.name})"
+        bar = tqdm(total=n, desc=desc, disable=not progress, unit="run")
+        held = []
+        for group in groups.values():
+            bar.set_postfix_str(f"{group[0].run.id} s{group[0].seed}")
+            recs = run_group(group, results, retry_failed=retry_failed, progress=progress, say=say)
+            if recs is None:
+                held.append(group)
+                ids = ", ".join(f"{p.run.id} s{p.seed}" for p in group)
+                say(f"{ids}: another process is training it; coming back to it at the end")
+                continue
+            _say_failures(recs, say)
+            bar.update(len(group))
+        for group in held:
+            recs = run_group(
+                group, results, retry_failed=retry_failed, progress=progress, block=True, say=say
+            )
+            _say_failures(recs or [], say)
+            bar.update(len(group))
+        bar.close()
     out = []
     for p in planned:
-        rec = read_record(store_dir(results, p.matrix) / p.record_name)
-        if rec is not None:
-            out.append(rec)
-    return out
+        with contextlib.suppress(RecordError):  # already in ``unreadable``
+            rec = read_record(record_path(results, p))
+            if rec is not None:
+                out.append(rec)
+    return MatrixOutcome(out, unreadable)
 
 
-def _run_ray(todo: list[PlannedRun], results: Path, address: str | None) -> None:
+def _say_failures(records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
+    for rec in records:
+        if rec["status"] != "done":
+            say(f"run {rec['run_id']} (seed {rec['seed']}) {rec['status']}: {rec['error']}")
+
+
+def _run_ray(
+    groups: list[list[PlannedRun]], results: Path, address: str | None, retry_failed: bool
+) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -220,9 +375,6 @@ def _run_ray(todo: list[PlannedRun], results: Path, address: str | None) -> None
         ) from exc
     import torch
 
-    groups: dict[tuple[str, int], list[PlannedRun]] = {}
-    for p in todo:
-        groups.setdefault((p.train_key, p.seed), []).append(p)
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(
@@ -231,7 +383,7 @@ def _run_ray(todo: list[PlannedRun], results: Path, address: str | None) -> None
     try:
         gpus = 1 if torch.cuda.is_available() else 0
         task = ray.remote(num_gpus=gpus, num_cpus=1)(_execute_group)
-        ray.get([task.remote(g, str(results)) for g in groups.values()])
+        ray.get([task.remote(g, str(results), retry_failed) for g in groups])
     finally:
         if started_here:
             ray.shutdown()
@@ -249,13 +401,20 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         default="smoke",
         help="run size from ablations/profiles.yaml: smoke (CI), quick (CPU), paper (GPU)",
     )
-    p.add_argument("--seeds", help="comma-separated seeds (default: the profile's)")
+    p.add_argument(
+        "--seeds", type=seed_list, help="comma-separated integer seeds (default: the profile's)"
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
         "--dataset", choices=("synthetic", "f30k", "coco"), help="override the profile's dataset"
     )
     p.add_argument("--data-path", help="dataset folder (official layout) or synthetic target")
     p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="drop missing or unreadable images with their captions instead of failing the run",
+    )
     p.add_argument("--results", default="results", help="result store (default results/)")
     p.add_argument("--reports", default="reports", help="report folder (default reports/)")
     p.add_argument(
@@ -266,7 +425,13 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--ray-address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--only", help="comma-separated glob(s) over run ids, e.g. 'code*,paper'")
-    p.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run failed and diverged runs again, and move unreadable records aside as "
+        "*.corrupt and run them again (failures caused by the environment, e.g. out of "
+        "memory, are retried without it)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the resolved runs and exit")
     p.add_argument("--ablations", help="ablation definitions folder (default ./ablations)")
     p.add_argument("--no-report", action="store_true", help="do not regenerate the report")
@@ -281,6 +446,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["data_path"] = args.data_path
     if args.image_dir:
         out["image_dir"] = args.image_dir
+    if args.skip_bad_images:
+        out["skip_bad_images"] = True
     return out
 
 
@@ -289,34 +456,18 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 )
 def _run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
+    check_device(args.device)
     matrix = load_matrix(args.matrix, root)
     profile = load_profile(args.profile, root)
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(profile.seeds)
+    seeds = args.seeds if args.seeds is not None else list(profile.seeds)
     results = Path(args.results)
     if args.dry_run:
-        from tabulate import tabulate
-
-        rows = []
-        for p in plan(matrix, profile, seeds, results, args.only, **_overrides(args)):
-            done = read_record(store_dir(results, p.matrix) / p.record_name)
-            rows.append(
-                [
-                    p.run.id,
-                    p.seed,
-                    p.run.preset,
-                    p.run.describe(),
-                    p.key,
-                    "-" if done is None else done["status"],
-                ]
-            )
-        print(
-            tabulate(
-                rows,
-                headers=["run", "seed", "preset", "overrides", "key", "stored"],
-                tablefmt="github",
-            )
-        )
+        planned = plan(matrix, profile, seeds, results, args.only, **_overrides(args))
+        print(_dry_run_table(planned, results))
         return 0
+    check_writable(results, "--results")
+    if not args.no_report:
+        check_writable(Path(args.reports), "--reports")
     t0 = time.perf_counter()
     records = run_matrix(
         matrix,
@@ -330,9 +481,10 @@ def _run(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         **_overrides(args),
     )
-    failed = [r for r in records if r["status"] == "failed"]
+    counts = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "diverged")}
     print(
-        f"{matrix.name}: {len(records) - len(failed)} runs done, {len(failed)} failed, "
+        f"{matrix.name}: {counts['done']} runs done, {counts['failed']} failed, "
+        f"{counts['diverged']} diverged, {len(records.unreadable)} unreadable, "
         f"{time.perf_counter() - t0:.0f} s"
     )
     if not args.no_report:
@@ -340,7 +492,60 @@ def _run(args: argparse.Namespace) -> int:
 
         path = write_report(matrix.name, results, Path(args.reports), root=root)
         print(f"report: {path}")
-    return 1 if failed else 0
+    return 0 if counts["done"] == len(records) and not records.unreadable else 1
 
 
-__all__ = ["SCHEMA", "PlannedRun", "execute", "plan", "read_record", "run_matrix"]
+def _dry_run_table(planned: list[PlannedRun], results: Path) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for p in planned:
+        try:
+            rec = read_record(record_path(results, p))
+            stored = "-" if rec is None else rec["status"]
+        except RecordError:
+            stored = "unreadable"
+        rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
+    return tabulate(
+        rows, headers=["run", "seed", "preset", "overrides", "key", "stored"], tablefmt="github"
+    )
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers, e.g. ``0,1,2``."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}; expected comma-separated integers, e.g. 0,1,2"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0 or 0,1,2")
+    return seeds
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """Refuse early, in one line, a folder this process cannot create or write into
+    (rather than after the first hour of training, when the first record is written)."""
+    probe = folder / f".write-test.{os.getpid()}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {str(folder)!r}: cannot write there ({exc.strerror or exc}); "
+            "expected a writable folder"
+        ) from None
+
+
+__all__ = [
+    "SCHEMA",
+    "MatrixOutcome",
+    "PlannedRun",
+    "execute",
+    "plan",
+    "read_record",
+    "run_group",
+    "run_matrix",
+]

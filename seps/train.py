@@ -32,7 +32,9 @@ import os
 import platform
 import random
 import subprocess
+import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +46,10 @@ from torch import Tensor
 
 from .cli import command
 from .config import PRESETS, SEPSConfig, get_config, parse_override
-from .data.layout import SplitData, load_split
+from .data.layout import SplitData, decode_image, load_split
+from .devices import check_device, resolve_device
 from .evaluate import DENSE_SOURCES, evaluate_retrieval, similarity_matrix
+from .faults import kill_point
 from .losses import SEPSLoss, keep_ratios
 from .model import (
     ModelSpec,
@@ -55,112 +59,21 @@ from .model import (
     freeze_first_layers,
     parameter_groups,
 )
-from .text import augment_caption_ids, load_tokenizer
+from .store import atomic_write_json, temp_path
+from .text import (
+    augment_caption_ids,
+    load_tokenizer,
+    tokenizer_from_json,
+    tokenizer_hash,
+    tokenizer_to_json,
+)
+from .train_config import DATASETS, PROTOCOLS, TrainConfig
 
-PROTOCOLS = ("finetune", "partial", "frozen")
-DATASETS = ("synthetic", "f30k", "coco")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-@dataclass
-class TrainConfig:
-    """Everything about a run except the head's switches.
-
-    The defaults are the CPU recipe for the built-in synthetic dataset (tiny random-init
-    backbones, 64 px). ``paper``-scale runs set ``backbone``/``text_backbone`` to real
-    checkpoints, ``image_size=224`` and the official optimisation values.
-    """
-
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    image_dir: str | None = None
-    synth_images: int = 5000
-    synth_seed: int = 0
-    train_split: str = "train"
-    eval_split: str = "test"
-    val_split: str = "dev"
-    val_images: int = 100
-    skip_bad_images: bool = False
-    backbone: str = "tiny-vit"
-    backbone_source: str = "timm"
-    pretrained: str | None = None
-    image_size: int = 64
-    text_backbone: str = "tiny-bert"
-    tokenizer: str | None = None
-    vocab_size: int = 4000
-    max_words: int = 32
-    max_dense_words: int = 160
-    protocol: str = "finetune"
-    freeze_layers: int = 1
-    epochs: int = 6
-    batch_size: int = 64
-    lr: float = 2e-4
-    backbone_lr_mult: float = 0.1
-    weight_decay: float = 1e-4
-    lr_milestones: tuple[int, ...] = (9, 15, 20, 25)
-    lr_gamma: float = 0.3
-    grad_clip: float = 2.0
-    warmup: bool = True
-    max_violation_from: int = 1
-    augment: bool = True
-    max_steps_per_epoch: int | None = None
-    dropout: float | None = None
-    seed: int = 0
-    device: str = "auto"
-    dense_source: str = "query"
-    eval_text_shard: int = 512
-    eval_image_shard: int = 128
-    out_dir: str = "runs/default"
-    cache_dir: str | None = None
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        self.lr_milestones = tuple(int(m) for m in self.lr_milestones)
-        checks = [
-            ("dataset", self.dataset in DATASETS, f"one of {', '.join(DATASETS)}"),
-            ("protocol", self.protocol in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
-            ("dense_source", self.dense_source in DENSE_SOURCES, ", ".join(DENSE_SOURCES)),
-            (
-                "device",
-                self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-                "auto, cpu, cuda or cuda:N",
-            ),
-            ("epochs", self.epochs >= 1, ">= 1"),
-            ("batch_size", self.batch_size >= 2, ">= 2 (the triplet loss needs negatives)"),
-            ("lr", self.lr > 0, "> 0"),
-            ("freeze_layers", self.freeze_layers >= 0, ">= 0"),
-            ("max_words", self.max_words >= 3, ">= 3"),
-            ("max_dense_words", self.max_dense_words >= 3, ">= 3"),
-            ("val_images", self.val_images >= 0, ">= 0"),
-            ("image_size", self.image_size >= 8, ">= 8"),
-        ]
-        for name, ok, allowed in checks:
-            if not ok:
-                raise ValueError(
-                    f"train config field {name!r}: invalid value {getattr(self, name)!r}; "
-                    f"allowed: {allowed}"
-                )
-        if self.dataset != "synthetic" and not self.data_path:
-            raise ValueError(
-                f"train config field 'data_path': required for dataset {self.dataset!r} "
-                "(a folder in the official layout, see README)"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 # ----------------------------------------------------------------------------- utils
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when it exists."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    return torch.device(name)
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -201,20 +114,10 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
-
-
 def atomic_torch_save(path: Path, obj: Any) -> None:
+    """``torch.save`` that leaves ``path`` whole (old or new) if killed mid-write."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     torch.save(obj, tmp)
     os.replace(tmp, path)
 
@@ -225,17 +128,31 @@ def synthetic_path(cfg: TrainConfig) -> Path:
 
 
 def prepare_data_dir(cfg: TrainConfig) -> Path:
-    """The dataset folder; the synthetic set is generated there when absent."""
+    """The dataset folder; the synthetic set is generated there when it is absent.
+
+    The generator only ever writes into a new or empty folder (see
+    :func:`seps.data.synth.generate_synthetic`): a folder that already holds files it did
+    not make (say, Flickr30K in the official layout given without ``--dataset f30k``) is
+    refused with a message, never overwritten and never silently read as synthetic.
+    """
     if cfg.dataset != "synthetic":
         path = Path(cfg.data_path)  # type: ignore[arg-type]
         if not path.is_dir():
-            raise ValueError(f"data_path {str(path)!r}: folder not found")
+            raise ValueError(f"--data-path {str(path)!r}: folder not found")
         return path
-    path = synthetic_path(cfg)
-    if not (path / "meta.json").exists():
-        from .data.synth import generate_synthetic
+    from .data.synth import generate_synthetic, is_synthetic_dir
 
-        generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
+    path = synthetic_path(cfg)
+    if is_synthetic_dir(path):
+        return path
+    if path.is_dir() and any(path.iterdir()):
+        found = ", ".join(sorted(p.name for p in path.iterdir())[:4])
+        raise ValueError(
+            f"--data-path {str(path)!r}: holds files the synthetic generator did not create "
+            f"({found}, ...) and no synthetic meta.json; pass --dataset f30k or --dataset coco "
+            "to load it as a dataset, or name a new or empty folder for the synthetic set"
+        )
+    generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
     return path
 
 
@@ -263,14 +180,7 @@ class ImageStore:
             self.cache = torch.stack([self._decode(f) for f in self.files])
 
     def _decode(self, path: Path) -> Tensor:
-        from PIL import Image
-
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            if im.size != (self.size, self.size):
-                im = im.resize((self.size, self.size), Image.BICUBIC)
-            arr = np.asarray(im, dtype=np.uint8)
-        return torch.from_numpy(arr.copy()).permute(2, 0, 1)
+        return decode_image(path, self.size)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -422,7 +332,7 @@ def cached_features(
         return load_file(str(path))
     feats = backbone_features(model, split, device)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temp_path(path)
     save_file({k: v.contiguous() for k, v in feats.items()}, str(tmp))
     os.replace(tmp, path)
     return feats
@@ -476,6 +386,7 @@ def evaluate_model(
 ) -> dict[str, float]:
     """Recall metrics of ``model`` on ``split`` under a dense-caption protocol."""
     emb = encode_split(model, split, device, feats)
+    kill_point("eval")
     sims = similarity_matrix(
         model.cross_net,
         emb["img"],
@@ -501,17 +412,47 @@ class RunState:
     history: list[dict[str, Any]] = field(default_factory=list)
     nonfinite_steps: int = 0
     train_seconds: float = 0.0
+    #: ``{"epoch", "step"}`` of the first step whose loss or gradient was not finite.
+    first_nonfinite: dict[str, int] | None = None
 
 
-def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
-    data_dir = prepare_data_dir(cfg)
+class DivergedError(RuntimeError):
+    """Training cannot go on: a non-finite loss under ``on_nonfinite="stop"``, an epoch
+    whose every step was non-finite, or non-finite weights after training.
+
+    :attr:`info` is what the run record stores as ``divergence`` (reason, first
+    non-finite epoch and step, count of non-finite steps, steps taken); :attr:`history`
+    holds the completed epochs.
+    """
+
+    def __init__(self, reason: str, state: RunState, steps_this_epoch: int) -> None:
+        first = state.first_nonfinite or {}
+        where = f" (first at epoch {first['epoch']}, step {first['step']})" if first else ""
+        super().__init__(f"{reason}; {state.nonfinite_steps} non-finite steps{where}")
+        self.info: dict[str, Any] = {
+            "reason": reason,
+            "first_nonfinite": state.first_nonfinite,
+            "nonfinite_steps": state.nonfinite_steps,
+            "steps_done": sum(h["steps"] for h in state.history) + steps_this_epoch,
+        }
+        self.history = state.history
+
+
+def build_tokenizer(cfg: TrainConfig, data_dir: Path) -> Any:
+    """``cfg.tokenizer``, or the WordPiece tokenizer built deterministically from the
+    training captions (cached under ``<data>/tokenizer-cache``)."""
     train_data = load(cfg, data_dir, cfg.train_split)
-    tokenizer = load_tokenizer(
+    return load_tokenizer(
         cfg.tokenizer,
         captions=train_data.captions + train_data.dense,
         vocab_size=cfg.vocab_size,
         cache_dir=data_dir / "tokenizer-cache",
     )
+
+
+def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
+    data_dir = prepare_data_dir(cfg)
+    tokenizer = build_tokenizer(cfg, data_dir)
     spec = ModelSpec(
         backbone=cfg.backbone,
         backbone_source=cfg.backbone_source,
@@ -654,10 +595,33 @@ def train(
 ) -> dict[str, Any]:
     """Train, evaluate and write ``<out_dir>/result.json``; return the result record.
 
-    A checkpoint (``checkpoint_last.pt``) is written atomically after every epoch;
-    ``resume=True`` continues from it. ``stop_after_epoch`` ends the call after that
-    epoch (used to test resuming).
+    A checkpoint (``checkpoint_last.pt``, with the tokenizer inside) is written
+    atomically after every epoch; ``resume=True`` continues from it.
+    ``stop_after_epoch`` ends the call after that epoch (used to test resuming).
+
+    Raises:
+        DivergedError: training could not go on (see ``TrainConfig.on_nonfinite``);
+            ``result.json`` then says ``"status": "diverged"`` with where and how often.
     """
+    try:
+        return _train(cfg, seps_cfg, resume=resume, stop_after_epoch=stop_after_epoch)
+    except DivergedError as exc:
+        if int(os.environ.get("RANK", "0")) == 0:
+            result = {
+                "status": "diverged",
+                "error": str(exc),
+                "divergence": exc.info,
+                "history": exc.history,
+                "train_config": cfg.to_dict(),
+                "environment": environment(),
+            }
+            atomic_write_json(Path(cfg.out_dir) / "result.json", result)
+        raise
+
+
+def _train(
+    cfg: TrainConfig, seps_cfg: SEPSConfig, *, resume: bool, stop_after_epoch: int | None
+) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     dist, device = init_distributed(cfg.device)
@@ -730,6 +694,7 @@ def train(
     ckpt_path = out / "checkpoint_last.pt"
     if resume and ckpt_path.exists():
         ckpt = load_run_checkpoint(ckpt_path)
+        _check_same_tokenizer(ckpt, tokenizer, ckpt_path)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
@@ -806,17 +771,28 @@ def train(
                 loss = criterion(
                     sims, masks, img_ids, max_violation=max_violation, warmup_alpha=alpha
                 )
-            if not torch.isfinite(loss.total):
-                state.nonfinite_steps += 1
-                optimizer.zero_grad(set_to_none=True)
-                continue
             optimizer.zero_grad(set_to_none=True)
-            ratio_gn = None
-            if dist.world == 1:
-                ratio_gn = ratio_grad_norm(seps_cfg.ratio_weight * loss.ratio, selector_params)
-            loss.total.backward()
-            selector_gn = grad_norm(selector_params)
-            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            finite = bool(torch.isfinite(loss.total))
+            if finite:
+                ratio_gn = None
+                if dist.world == 1:
+                    ratio_gn = ratio_grad_norm(seps_cfg.ratio_weight * loss.ratio, selector_params)
+                loss.total.backward()
+                selector_gn = grad_norm(selector_params)
+                gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                # A finite loss can still have an overflowing gradient; stepping on it
+                # would write NaN into every weight.
+                finite = bool(torch.isfinite(gn))
+            if not finite:
+                state.nonfinite_steps += 1
+                if state.first_nonfinite is None:
+                    state.first_nonfinite = {"epoch": epoch, "step": i}
+                optimizer.zero_grad(set_to_none=True)
+                if cfg.on_nonfinite == "stop":
+                    reason = "non-finite loss or gradient (on_nonfinite=stop)"
+                    raise DivergedError(reason, state, steps)
+                continue
+            kill_point("train_step")
             optimizer.step()
             steps += 1
             kr = {b: float(r.detach()) for b, r in keep_ratios(masks).items()}
@@ -839,6 +815,8 @@ def train(
             for b, r in kr.items():
                 ratio_sums[b] = ratio_sums.get(b, 0.0) + r
             bar.set_postfix(loss=f"{sums['loss'] / steps:.2f}")
+        if steps == 0:
+            raise DivergedError(f"every step of epoch {epoch} had a non-finite loss", state, 0)
         scheduler.step()
         seconds = time.perf_counter() - t0
         rec: dict[str, Any] = {
@@ -870,6 +848,7 @@ def train(
                 "train_config": cfg.to_dict(),
                 "seps_config": seps_cfg.to_dict(),
                 "model_spec": spec.to_dict(),
+                "tokenizer": tokenizer_to_json(tokenizer),
                 "format": "seps-bench/1",
             },
         )
@@ -894,6 +873,8 @@ def finish(
     spec: ModelSpec,
 ) -> dict[str, Any]:
     """Evaluate on ``eval_split`` and write ``result.json``."""
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise DivergedError("the trained weights are not finite", state, 0)
     eval_split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
     feats = None
     if cfg.protocol == "frozen":
@@ -919,10 +900,36 @@ def finish(
         "train_config": cfg.to_dict(),
         "seps_config": model.config.to_dict(),
         "model_spec": spec.to_dict(),
+        "tokenizer_hash": tokenizer_hash(tokenizer),
         "environment": environment(),
     }
     atomic_write_json(Path(cfg.out_dir) / "result.json", result)
     return result
+
+
+def _check_same_tokenizer(ckpt: dict[str, Any], tokenizer: Any, path: Path) -> None:
+    """A run resumes only with the tokenizer it was trained with (the ids the
+    embeddings learned); checkpoints written before tokenizers were stored pass."""
+    if "tokenizer" not in ckpt:
+        return
+    saved = tokenizer_hash(tokenizer_from_json(ckpt["tokenizer"]))
+    if saved != tokenizer_hash(tokenizer):
+        raise ValueError(
+            f"checkpoint {str(path)!r}: trained with tokenizer {saved}, but this run builds "
+            f"{tokenizer_hash(tokenizer)} (its captions or --tokenizer changed); "
+            "use a new --out or remove the checkpoint"
+        )
+
+
+def checkpoint_tokenizer(ckpt: dict[str, Any], path: Path) -> Any | None:
+    """The tokenizer stored in a run checkpoint (``None`` for checkpoints written before
+    the tokenizer was stored in them)."""
+    if "tokenizer" not in ckpt:
+        return None
+    try:
+        return tokenizer_from_json(ckpt["tokenizer"])
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r}: stored tokenizer unreadable ({exc})") from None
 
 
 def peak_memory(device: torch.device) -> int:
@@ -982,6 +989,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "where the synthetic set is generated (default data/synth-<n>-s<seed>)",
     )
     p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="drop missing or unreadable images (fully decoded to check) with their captions "
+        "instead of stopping; the count is recorded",
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
         "--dense-source",
@@ -1048,6 +1061,14 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
         type=float,
         help="set every dropout probability of both backbones (default: theirs)",
     )
+    p.add_argument(
+        "--on-nonfinite",
+        default="skip",
+        choices=("skip", "stop"),
+        help="a step with a non-finite loss or gradient: skip it and count it (default; the "
+        "run is recorded as diverged if a whole epoch is skipped or the weights end "
+        "non-finite), or stop the run as diverged",
+    )
     p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
 
 
@@ -1080,6 +1101,8 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         "val_images",
         "dropout",
         "max_violation_from",
+        "skip_bad_images",
+        "on_nonfinite",
     ):
         if hasattr(args, name):
             values[name] = getattr(args, name)
@@ -1097,9 +1120,14 @@ def _summary(result: dict[str, Any]) -> str:
 
 @command("train", "train one variant and evaluate it (writes <out>/result.json)", _add_train_args)
 def _run_train(args: argparse.Namespace) -> int:
+    check_device(args.device)
     seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
     cfg = train_config_from_args(args)
-    result = train(cfg, seps_cfg, resume=args.resume)
+    try:
+        result = train(cfg, seps_cfg, resume=args.resume)
+    except DivergedError as exc:
+        print(f"seps-bench train: diverged: {exc} -> {cfg.out_dir}/result.json", file=sys.stderr)
+        return 1
     if "metrics" not in result:  # a non-zero torchrun rank: rank 0 reports
         return 0
     print(
@@ -1133,6 +1161,11 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-path", help="dataset folder (default: the one the run trained on)")
     p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
     p.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="drop missing or unreadable images with their captions instead of stopping",
+    )
+    p.add_argument(
         "--preset",
         default="code",
         help="--official only: head preset whose naming the checkpoint uses",
@@ -1154,7 +1187,9 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
 
 def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, Path]:
     """Config, model, tokenizer and data folder for ``seps-bench eval``."""
+    check_device(args.device)
     common = dict(
+        skip_bad_images=args.skip_bad_images,
         dense_source=args.dense_source,
         eval_split=args.split,
         device=args.device,
@@ -1191,13 +1226,14 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
     model = build_model(ModelSpec(**ckpt["model_spec"]), SEPSConfig(**ckpt["seps_config"]))
     model.load_state_dict(ckpt["model"])
     data_dir = prepare_data_dir(cfg)
-    train_data = load(cfg, data_dir, cfg.train_split)
-    tokenizer = load_tokenizer(
-        cfg.tokenizer,
-        captions=train_data.captions + train_data.dense,
-        vocab_size=cfg.vocab_size,
-        cache_dir=data_dir / "tokenizer-cache",
-    )
+    tokenizer = checkpoint_tokenizer(ckpt, Path(args.checkpoint))
+    if tokenizer is None:  # an older checkpoint: rebuild it from the training captions
+        warnings.warn(
+            f"checkpoint {args.checkpoint!r} holds no tokenizer (written by an older "
+            "seps-bench); rebuilding it from the training captions",
+            stacklevel=1,
+        )
+        tokenizer = build_tokenizer(cfg, data_dir)
     return cfg, model, tokenizer, data_dir
 
 

@@ -118,3 +118,57 @@ def test_unknown_matrix_and_profile():
         load_matrix("no-such-matrix")
     with pytest.raises(AblationError, match="unknown profile 'huge'"):
         load_profile("huge")
+
+
+def _root_with(tmp_path, profile: str, matrix: str):
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1] / "ablations"
+    root = tmp_path / "ablations"
+    (root / "matrices").mkdir(parents=True)
+    shutil.copy(repo / "differences.yaml", root / "differences.yaml")
+    (root / "profiles.yaml").write_text(profile)
+    (root / "matrices" / "m.yaml").write_text(matrix)
+    return root
+
+
+def test_yaml_numbers_read_as_strings_are_accepted(tmp_path):
+    # YAML 1.1 (PyYAML) reads 1e-3, without a dot, as the string "1e-3".
+    root = _root_with(
+        tmp_path,
+        "p:\n  train: {lr: 1e-3, epochs: 1}\n",
+        "runs:\n  - {id: a, preset: code, train: {backbone_lr_mult: 5e-1}}\n",
+    )
+    cfg, _ = resolve(load_matrix("m", root).runs[0], load_profile("p", root), seed=0)
+    assert cfg.lr == 0.001 and cfg.backbone_lr_mult == 0.5
+
+
+@pytest.mark.parametrize(
+    ("profile", "matrix", "pattern"),
+    [
+        (
+            "p:\n  train: {epochs: two}\n",
+            "runs:\n  - {id: a, preset: code}\n",
+            r"profiles.yaml: profile 'p': train config field 'epochs': expected an integer",
+        ),
+        (
+            "p:\n  train: {epochs: 1}\n",
+            "runs:\n  - {id: a, preset: code, train: {augment: maybe}}\n",
+            r"m.yaml: run 'a': train config field 'augment': expected true or false",
+        ),
+    ],
+)
+def test_wrong_train_field_types_name_file_run_and_field(
+    tmp_path, capsys, profile, matrix, pattern
+):
+    from seps.cli import main
+
+    root = _root_with(tmp_path, profile, matrix)
+    code = main(["run", "m", "--ablations", str(root), "--profile", "p", "--device", "cpu",
+                 "--results", str(tmp_path / "r"), "--dry-run"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    import re
+
+    assert re.search(pattern, err), err

@@ -35,10 +35,23 @@ def test_make_inputs_shapes_and_dense_repeat() -> None:
     assert img.shape == (1, 577, 8)
 
 
-def test_quick_report_writes_markdown_and_png(tmp_path: Path) -> None:
+def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> None:
+    def no_fresh_process(*args, **kwargs):
+        raise AssertionError("quick mode must not start a fresh process per peak measurement")
+
+    # One fresh interpreter per measured peak costs ~3 s on a 2-core CPU (13 of them
+    # made the quick report take over a minute); quick mode measures in-process.
+    monkeypatch.setattr(bench, "train_peak_rss_mb", no_fresh_process)
     s = bench.BenchSettings.quick_settings("cpu", ("loop", "batched", "triton"))
     s.geometries = ("swin224",)
-    md = bench.run_report(s, tmp_path, "seps-bench bench --report --quick", lambda m: None)
+    # One thread: at these tiny sizes, two OpenMP threads on cores that other jobs share
+    # wait on each other (10 s instead of 3 s under load); the numbers are not checked.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        md = bench.run_report(s, tmp_path, "seps-bench bench --report --quick", lambda m: None)
+    finally:
+        torch.set_num_threads(threads)
     text = md.read_text()
     for needle in ("## Goals", "Training step", "single-difference", "code+fused",
                    "Speed-up against loop", "torch", "swin224"):  # fmt: skip
@@ -46,6 +59,7 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         assert "`triton` skipped" in text
     assert "Flickr30K-size evaluation (4 images x 20 texts" in text and "measured)." in text
+    assert "in-process" in text
     assert (tmp_path / "latency.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
 
@@ -118,3 +132,109 @@ def test_measure_interleaved_sums_parts_and_averages_whole_calls() -> None:
     assert slow["out"] == ["p0", "p1"] and fast["out"] == "w"
     ratios = bench._round_ratios(slow, fast)
     assert ratios[0] > ratios[1]
+
+
+# ------------------------------------------------------------ CLI options
+@pytest.fixture
+def captured(monkeypatch) -> list[bench.BenchSettings]:
+    """The settings ``seps-bench bench --report`` hands to ``run_report``, which is
+    replaced so that no benchmark runs (a CLI test must not take minutes)."""
+    seen: list[bench.BenchSettings] = []
+
+    def fake_run_report(s, out_dir, command_line, log):
+        seen.append(s)
+        return Path(out_dir) / "latency.md"
+
+    monkeypatch.setattr(bench, "run_report", fake_run_report)
+    return seen
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert err.startswith("seps-bench bench: error: "), err
+    return err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cli_cuda_without_cuda_is_one_clear_line(captured, capsys, tmp_path) -> None:
+    assert main(["bench", "--report", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    assert "--device" in _one_error_line(capsys)
+    assert not captured  # refused before any work
+
+
+def test_cli_default_device() -> None:
+    from seps.cli import build_parser
+
+    args = build_parser().parse_args(["bench"])
+    assert args.device == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+SHARD_EXPECTED = "IMAGESxTEXTS with two positive integers, e.g. 100x500"
+
+
+@pytest.mark.parametrize("quick", [[], ["--quick"]])
+@pytest.mark.parametrize(
+    "option, value, expected",
+    [
+        ("--eval-shard", "0x-5", SHARD_EXPECTED),
+        ("--eval-shard", "abc", SHARD_EXPECTED),
+        ("--eval-shard", "10", SHARD_EXPECTED),
+        ("--micro-shard", "0x-5", SHARD_EXPECTED),
+        ("--micro-shard", "abc", SHARD_EXPECTED),
+        ("--micro-shard", "10", SHARD_EXPECTED),
+        ("--train-batches", "32,x", "comma-separated positive integers"),
+        ("--train-batches", "0", "comma-separated positive integers"),
+        ("--train-batches", ",", "comma-separated positive integers"),
+        ("--repeats", "0", "a positive integer"),
+        ("--repeats", "abc", "a positive integer"),
+        ("--threads", "-2", "a positive integer"),
+    ],
+)
+def test_cli_invalid_sizes_are_one_clear_line(
+    captured, capsys, tmp_path, quick, option, value, expected
+) -> None:
+    argv = ["bench", "--report", *quick, option, value, "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = _one_error_line(capsys)
+    assert option in err and repr(value) in err and expected in err, err
+    assert not captured
+
+
+def test_cli_quick_starts_from_quick_settings_and_applies_given_sizes(captured, tmp_path) -> None:
+    out = ["--out", str(tmp_path)]
+    assert main(["bench", "--report", "--quick", "--device", "cpu", *out]) == 0
+    quick = bench.BenchSettings.quick_settings("cpu")
+    assert captured[-1] == quick
+    # Implementations whose set-up (torch.compile, Triton) would dominate a quick run are
+    # left out, and the report says so.
+    assert set(quick.impls) == {"loop", "batched"}
+    assert set(quick.not_run) == {"compiled", "triton"}
+    assert all("--impls" in why for why in quick.not_run.values())
+
+    sizes = ["--eval-shard", "3x7", "--micro-shard", "2X5", "--train-batches", "2,3"]
+    sizes += ["--repeats", "2", "--geometries", "swin224", "--impls", "compiled"]
+    assert main(["bench", "--report", "--quick", "--device", "cpu", *sizes, *out]) == 0
+    s = captured[-1]
+    assert s.quick and s.embed_size == quick.embed_size and s.full_eval == quick.full_eval
+    assert (s.eval_images, s.eval_texts, s.micro_images, s.micro_texts) == (3, 7, 2, 5)
+    assert s.train_batches == (2, 3) and s.repeats == 2 and s.geometries == ("swin224",)
+    assert s.impls == ("compiled",) and not s.not_run  # named, so it runs
+
+    assert main(["bench", "--report", "--device", "cpu", *out]) == 0
+    assert captured[-1] == bench.BenchSettings(device="cpu")  # full defaults
+
+
+def test_cli_help_states_full_and_quick_defaults(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for text in ("100x500", "4x10", "16x128", "2x6", "32,64,128", "vit224,swin224", "compiled"):
+        assert text in out, text
+
+
+def test_quick_micro_section_names_what_it_did_not_run() -> None:
+    s = bench.BenchSettings.quick_settings("cpu")
+    s.geometries = ()
+    skipped = bench.micro_section(s, lambda m: None)["skipped"]
+    assert "compiled" in skipped and "torch.compile" in skipped["compiled"]

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
-from seps.data.layout import DataError, SplitData, load_split
+from seps.data.layout import DataError, SplitData, decode_image, load_split
 from seps.data.synth import generate_synthetic
 
 F30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "f30k"
@@ -42,6 +43,22 @@ def make_data(
     for k, i in enumerate(ids):
         write_png(root / "images" / mapping[i], (k * 40, 0, 0))
     return root
+
+
+def write_truncated_jpeg(path: Path) -> None:
+    """A JPEG cut so that ``verify()`` (header and markers only) passes but decoding fails.
+
+    The cheap check of `load_split` cannot see this; only a full decode does.
+    """
+    rng = np.random.default_rng(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(path, "JPEG")
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * 0.65)])
+    with Image.open(path) as im:
+        im.verify()
+    with Image.open(path) as im, pytest.raises(OSError, match="truncated"):
+        im.load()
 
 
 def lines(path: Path) -> list[str]:
@@ -255,6 +272,9 @@ def test_image_missing(tmp_path: Path) -> None:
     msg = str(e.value)
     assert "pic_102.png: image file missing" in msg
     assert "image id '102'" in msg and "test_ids.txt line 11" in msg
+    # a CLI user needs the flags, a Python user the arguments: both are named
+    assert "--image-dir" in msg and "--skip-bad-images" in msg
+    assert "image_dir=" in msg and "skip_bad_images=True" in msg
 
 
 def test_image_unreadable(tmp_path: Path) -> None:
@@ -294,6 +314,24 @@ def test_skip_bad_images(tmp_path: Path) -> None:
     assert load_split(root, "test", check_images=False, skip_bad_images=True).skipped == 0
 
 
+def test_truncated_jpeg_passes_cheap_check_but_is_skipped_when_asked(tmp_path: Path) -> None:
+    root = make_data(tmp_path / "d", n=3)
+    write_truncated_jpeg(root / "images" / "cut.jpg")
+    mapping = json.loads((root / "id_mapping.json").read_text())
+    mapping["101"] = "cut.jpg"
+    (root / "id_mapping.json").write_text(json.dumps(mapping))
+    # without skipping only verify() runs: the split loads and decode_image names the file
+    d = load_split(root, "test")
+    assert d.n_images == 3 and d.skipped == 0
+    with pytest.raises(DataError, match=r"cut\.jpg: unreadable image"):
+        decode_image(d.image_files[1], 8)
+    # with skipping the image is fully decoded, found bad and dropped with its captions
+    d = load_split(root, "test", skip_bad_images=True)
+    assert d.skipped == 1 and d.skipped_ids == ["101"]
+    assert d.image_ids == ["100", "102"] and d.n_captions == 10
+    assert d.captions[5] == "img 2 cap 0" and d.dense == ["dense 0", "dense 2"]
+
+
 def test_skip_all_images_is_an_error(tmp_path: Path) -> None:
     root = make_data(tmp_path / "d", n=2)
     with pytest.raises(DataError, match="none of the 2 images"):
@@ -302,6 +340,53 @@ def test_skip_all_images_is_an_error(tmp_path: Path) -> None:
 
 def test_data_error_is_value_error() -> None:
     assert issubclass(DataError, ValueError)
+
+
+# --------------------------------------------------------------------------- decode_image
+
+
+def reference_decode(path: Path, size: int) -> np.ndarray:
+    """What the trainer's image store has always computed: RGB, bicubic to ``size``."""
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        if im.size != (size, size):
+            im = im.resize((size, size), Image.Resampling.BICUBIC)
+        return np.asarray(im, dtype=np.uint8).transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_decode_image(tmp_path: Path, size: int) -> None:
+    rng = np.random.default_rng(1)
+    rgb = tmp_path / "rgb.png"
+    Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(rgb)
+    grey = tmp_path / "grey.png"
+    Image.fromarray(rng.integers(0, 256, (16, 16), dtype=np.uint8)).save(grey)
+    for path in (rgb, grey):
+        out = decode_image(path, size)
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.uint8
+        assert out.shape == (3, size, size)
+        np.testing.assert_array_equal(out.numpy(), reference_decode(path, size))
+    from seps.data import decode_image as exported
+
+    assert exported is decode_image
+
+
+def test_decode_image_truncated_jpeg_names_file(tmp_path: Path) -> None:
+    path = tmp_path / "some" / "cut.jpg"
+    write_truncated_jpeg(path)
+    with pytest.raises(DataError) as e:
+        decode_image(path, 32)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{path}: unreadable image (OSError: image file is truncated")
+    assert "fix or remove it" in msg
+    assert "--skip-bad-images (Python: skip_bad_images=True) to drop it with its captions" in msg
+
+
+def test_decode_image_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "gone.png"
+    with pytest.raises(DataError, match=r"gone\.png: image file missing.*--skip-bad-images"):
+        decode_image(path, 8)
 
 
 # --------------------------------------------------------------------------- real Flickr30K

@@ -87,6 +87,20 @@ def test_errors_list_missing_unexpected_and_misshaped_keys():
     assert "missing keys: aggr_net.weight.1.bias" in msg
     assert "unexpected keys: cross_net.something_else.weight" in msg
     assert "cross_net.aggr_net.weight.3.weight: expected shape (2, 3), got (3, 3)" in msg
+    # present with the wrong shape is not also missing
+    missing = next(p for p in msg.split(" | ") if "missing keys:" in p)
+    assert "weight.3.weight" not in missing
+
+
+def test_misshaped_key_reported_once():
+    sd = official_code_state_dict()
+    sd["cross_net.aggr_net.weight.1.weight"] = torch.zeros(2, 2)
+    with pytest.raises(CheckpointError) as exc:
+        load_crossnet(sd, preset="code", **SIZES)
+    msg = str(exc.value)
+    assert "mis-shaped keys: cross_net.aggr_net.weight.1.weight: expected shape (3, 16)" in msg
+    assert "missing keys" not in msg and "unexpected keys" not in msg
+    assert msg.count("aggr_net.weight.1.weight") == 1
 
 
 def test_code_weights_into_paper_head_is_an_error():
@@ -160,3 +174,21 @@ def test_official_full_checkpoint_errors(tmp_path):
         load_checkpoint(garbage, vision=vcfg, text=tcfg)
     with pytest.raises(CheckpointError, match="file not found"):
         load_checkpoint(tmp_path / "missing.pth", vision=vcfg, text=tcfg)
+
+
+def test_official_full_checkpoint_misshaped_encoder_key_reported_once(tmp_path):
+    from seps.official import load_checkpoint
+
+    path, _, vcfg, tcfg = _tiny_official_checkpoint(tmp_path)
+    ckpt = torch.load(path, weights_only=False)
+    want = tuple(ckpt["model"]["txt_enc.fc.bias"].shape)
+    ckpt["model"]["txt_enc.fc.bias"] = torch.zeros(want[0] + 1)
+    ckpt["model"]["img_enc.vision_proj.bias"] = "not a tensor"
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError) as exc:
+        load_checkpoint(path, vision=vcfg, text=tcfg)
+    msg = str(exc.value)
+    assert f"txt_enc.fc.bias: expected shape {want}, got ({want[0] + 1},)" in msg
+    assert "img_enc.vision_proj.bias: expected a tensor, got str" in msg
+    assert "missing keys" not in msg and "unexpected keys" not in msg
+    assert msg.count("txt_enc.fc.bias") == 1 and msg.count("vision_proj.bias") == 1

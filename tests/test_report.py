@@ -486,3 +486,18 @@ def test_cli_report_help_lists_options(capsys):
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for opt in ("MATRIX", "--results", "--reports", "--ablations", "never trains"):
         assert opt in out
+
+
+def test_unreadable_record_is_named_in_output_and_report(env, capsys):
+    bad = env["results"] / "mini" / "flip-hrpa-0123456789abcdef-s7.json"
+    bad.write_text('{"schema": "seps-bench/run/1", "status": "do')  # truncated mid-write
+    argv = ["report", "--results", str(env["results"]), "--reports", str(env["reports"])]
+    assert main([*argv, "--ablations", str(env["root"]), "mini"]) == 0
+    err = capsys.readouterr().err
+    assert f"{bad}: unreadable record (invalid JSON" in err
+    report = (env["reports"] / "mini.md").read_text()
+    failed = report.split("## Failed runs")[1].split("\n## ")[0]
+    row = next(line for line in failed.splitlines() if "unreadable" in line)
+    assert "flip-hrpa" in row and "| 7 " in row and bad.name in row
+    df = load_results(env["results"])
+    assert (df["status"] == "unreadable").sum() == 1

@@ -203,3 +203,178 @@ def test_ray_backend_runs_in_local_ray(root, synth, tmp_path):
         assert r["key"] == local[r["run_id"]]["key"]
         assert len(r["history"]) == len(local[r["run_id"]]["history"]) == 2
         assert r["metrics"]["rsum"] == pytest.approx(local[r["run_id"]]["metrics"]["rsum"], abs=60)
+
+
+def _record_of(results, matrix, run_id):
+    files = [f for f in (results / matrix).glob("*.json") if f.name.startswith(run_id + "-")]
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_corrupt_record_is_named_kept_and_redone_only_when_asked(root, synth, tmp_path, capsys):
+    results = tmp_path / "results"
+    _run(root, results, synth, only="code")
+    path = _record_of(results, "mini", "code")
+    path.write_bytes(path.read_bytes()[:200])  # truncated, as by a full disk
+    broken = path.read_bytes()
+    said = []
+    out = _run(root, results, synth, only="code", say=said.append)
+    assert out == [] and [e.path for e in out.unreadable] == [path]
+    assert path.read_bytes() == broken, "an unreadable record must never be overwritten"
+    assert any(path.name in s and "unreadable record" in s for s in said)
+    args = ["run", "mini", "--ablations", str(root), "--profile", "tiny", "--results",
+            str(results), "--data-path", str(synth), "--device", "cpu", "--only", "code",
+            "--no-progress", "--reports", str(tmp_path / "reports")]  # fmt: skip
+    capsys.readouterr()
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert "1 unreadable" in captured.out and f"{path.name}: unreadable record" in captured.out
+    report = (tmp_path / "reports" / "mini.md").read_text()
+    failed = report.split("## Failed runs")[1].split("##")[0]
+    assert "unreadable" in failed and path.name in failed
+    assert main([*args, "--retry-failed"]) == 0
+    assert path.with_name(path.name + ".corrupt").read_bytes() == broken
+    assert read_record(path)["status"] == "done"
+
+
+def test_diverged_run_is_recorded_with_step_and_count(root, synth, tmp_path):
+    (root / "matrices" / "hot.yaml").write_text(
+        "name: hot\nruns:\n  - {id: code, preset: code}\n"
+        "  - {id: code-lr, preset: code, train: {lr: 1.0e+30}}\n"
+    )
+    results = tmp_path / "results"
+    records = {r["run_id"]: r for r in _run(root, results, synth, matrix="hot")}
+    rec = records["code-lr"]
+    assert rec["status"] == "diverged"
+    assert rec["divergence"]["nonfinite_steps"] == rec["nonfinite_steps"] >= 1
+    assert rec["divergence"]["first_nonfinite"]["epoch"] == 0
+    assert "non-finite" in rec["error"] and len(rec["history"]) == 1  # epoch 0 trained
+    from seps.report import write_report
+
+    report = write_report("hot", results, tmp_path / "reports", root=root).read_text()
+    failed = report.split("## Failed runs")[1].split("##")[0]
+    assert "| code-lr" in failed and "diverged" in failed and "non-finite steps" in failed
+
+
+def test_environment_failures_are_not_final(root, synth, tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    import seps.train as st
+
+    real = st.train
+
+    def oom(*args, **kwargs):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(st, "train", oom)
+    (rec,) = _run(root, results, synth, only="code")
+    assert rec["status"] == "failed" and rec["failure_kind"] == "environment"
+    monkeypatch.setattr(st, "train", real)
+    (rec,) = _run(root, results, synth, only="code")  # no --retry-failed needed
+    assert rec["status"] == "done"
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_run_on_missing_cuda_stops_before_any_record(root, tmp_path, capsys):
+    results = tmp_path / "r"
+    code = main(["run", "mini", "--ablations", str(root), "--profile", "tiny", "--results",
+                 str(results), "--device", "cuda", "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--device" in err and "CUDA is not available" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (results / "mini").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--seeds", "0,one"], "--seeds"),
+        (["--seeds", ","], "--seeds"),
+        (["--results", "FILE/sub"], "--results"),
+        (["--reports", "FILE/sub"], "--reports"),
+    ],
+)
+def test_run_bad_options_give_one_line(root, tmp_path, capsys, args, names):
+    blocker = tmp_path / "FILE"
+    blocker.write_text("a file where a folder is expected")
+    args = [a.replace("FILE", str(blocker)) for a in args]
+    base = ["run", "mini", "--ablations", str(root), "--profile", "tiny", "--device", "cpu",
+            "--results", str(tmp_path / "r"), "--no-progress"]  # fmt: skip
+    try:
+        code = main([*base, *args])
+    except SystemExit as exc:  # argparse's own one-line error
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and names in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("seps-bench")
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_store_train_each_run_once(root, synth, tmp_path):
+    results = tmp_path / "shared"
+    cmd = [sys.executable, "-m", "seps.cli", "run", "mini", "--ablations", str(root),
+           "--profile", "tiny", "--results", str(results), "--data-path", str(synth),
+           "--device", "cpu", "--no-report", "--no-progress"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    ran = [line.split(":")[0] for out in outs for line in out.splitlines() if ": done in" in line]
+    assert sorted(ran) == ["code s0", "code+hrpa s0", "code-candidate s0"], outs
+    assert len(list((results / "mini").glob("*.json"))) == 3
+    assert not list(results.rglob("*.lock")) and not list(results.rglob("*.tmp"))
+
+
+_TIMING = ("seconds", "train_pairs_per_second")  # per epoch
+
+
+def _comparable(rec):
+    """A record without what depends on the clock or the process (times, throughput,
+    peak memory) or on where the store lives (the work folders in the train config)."""
+    keep = {k: v for k, v in rec.items() if "second" not in k and k != "started"}
+    keep.pop("environment", None)
+    keep.pop("peak_memory_bytes", None)
+    keep["train_config"] = {
+        k: v for k, v in rec["train_config"].items() if k not in ("out_dir", "cache_dir")
+    }
+    keep["history"] = [
+        {k: v for k, v in h.items() if k not in _TIMING} for h in rec.get("history") or []
+    ]
+    return keep
+
+
+@pytest.mark.slow
+def test_kills_during_training_evaluation_and_record_write_lose_nothing(root, synth, tmp_path):
+    def cmd(name):
+        return [sys.executable, "-m", "seps.cli", "run", "mini", "--ablations", str(root),
+                "--profile", "tiny", "--results", str(tmp_path / name), "--reports",
+                str(tmp_path / f"{name}-reports"), "--data-path", str(synth), "--device",
+                "cpu", "--no-progress"]  # fmt: skip
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("SEPS_BENCH_KILL_AT", None)
+    # tiny: 2 epochs x 2 steps. Step 3 is inside epoch 1 of the first training; the
+    # evaluation and the record write of the first run come after it.
+    for point in ("train_step:3", "eval:1", "record_write:1"):
+        killed = subprocess.run(
+            cmd("killed"), env={**env, "SEPS_BENCH_KILL_AT": point}, capture_output=True
+        )
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
+    assert list((tmp_path / "killed").rglob(".*.tmp")), "the record-write kill leaves a temp"
+    assert subprocess.run(cmd("killed"), env=env, capture_output=True).returncode == 0
+    assert subprocess.run(cmd("clean"), env=env, capture_output=True).returncode == 0
+
+    def records(name):
+        files = sorted((tmp_path / name / "mini").glob("*"))
+        return {f.name: _comparable(json.loads(f.read_text())) for f in files}
+
+    assert records("killed") == records("clean") and len(records("clean")) == 3
+
+    def report(name):
+        folder = tmp_path / f"{name}-reports"
+        text = (folder / "mini.md").read_text().split("## Cost")[0]
+        return text, {p.name: p.read_bytes() for p in sorted(folder.glob("*.png"))}
+
+    assert report("killed") == report("clean")
+    leftovers = [p for p in (tmp_path / "killed").rglob("*") if p.suffix in (".tmp", ".lock")]
+    leftovers += list((tmp_path / "killed-reports").glob(".*"))
+    assert leftovers == []

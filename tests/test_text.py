@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import huggingface_hub
@@ -16,6 +20,10 @@ from seps.text import (
     augment_caption_ids,
     encode_captions,
     load_tokenizer,
+    tokenizer_from_json,
+    tokenizer_hash,
+    tokenizer_to_json,
+    train_wordpiece_tokenizer,
 )
 
 CAPTIONS = [
@@ -162,14 +170,106 @@ def test_augmentation_whole_word_groups_pieces(tok) -> None:
     ids = pieces * 200
     per_word = len(pieces) // 3
     out = augment_caption_ids(ids, tok, random.Random(3), p=0.5, whole_word=True)
-    # Whole words are deleted together: the length drops by a multiple of the word size,
-    # and masks come in runs whose lengths are multiples of the word size.
+    # Whole words are deleted together: the length drops by a multiple of the word size.
     assert (len(ids) - len(out)) % per_word == 0 and len(out) < len(ids)
-    runs, run = [], 0
-    for t in [*out, -1]:
-        if t == tok.mask_token_id:
-            run += 1
-        elif run:
-            runs.append(run)
-            run = 0
-    assert runs and all(r % per_word == 0 for r in runs)
+    # Every word leaves 0 or per_word tokens, so the output splits into whole-word chunks.
+    # Whole words are masked together: no chunk keeps some pieces and masks others (a
+    # run of masks alone may be odd-sized: a random replacement can draw [MASK] too).
+    word, mask = pieces[:per_word], tok.mask_token_id
+    chunks = [out[i : i + per_word] for i in range(0, len(out), per_word)]
+    assert chunks.count([mask] * per_word) > 0
+    half_masked = [
+        c for c in chunks if mask in c and any(t == w for t, w in zip(c, word, strict=True))
+    ]
+    assert not half_masked
+
+
+def test_trained_tokenizer_is_identical_across_four_trainings_in_one_process() -> None:
+    # 80 entries cut the vocabulary among words of equal counts (every count of CAPTIONS
+    # is a multiple of 3): the tie-breaking decides what is in and at which id.
+    trained = [train_wordpiece_tokenizer(CAPTIONS, vocab_size=80) for _ in range(4)]
+    vocabs = [t.get_vocab() for t in trained]
+    assert all(v == vocabs[0] for v in vocabs[1:])
+    assert len({tokenizer_to_json(t) for t in trained}) == 1
+
+
+_HASH_SCRIPT = """
+import json, sys
+from seps.text import tokenizer_hash, train_wordpiece_tokenizer
+captions = json.loads(open(sys.argv[1], encoding="utf-8").read())
+print(tokenizer_hash(train_wordpiece_tokenizer(captions, vocab_size=80)))
+"""
+
+
+def test_trained_tokenizer_is_identical_across_processes(tmp_path: Path) -> None:
+    captions = tmp_path / "captions.json"
+    captions.write_text(json.dumps(CAPTIONS), encoding="utf-8")
+    root = str(Path(__file__).resolve().parents[1])
+    runs = []
+    for seed in ("1", "2"):  # different str hashes, so different set / dict orders
+        env = {**os.environ, "PYTHONHASHSEED": seed, "HF_HUB_OFFLINE": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, "-c", _HASH_SCRIPT, str(captions)]
+        runs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
+    here = tokenizer_hash(train_wordpiece_tokenizer(CAPTIONS, vocab_size=80))
+    hashes = [run.communicate(timeout=120)[0].strip() for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    assert hashes[0] == hashes[1] == here
+
+
+def test_tokenizer_json_round_trip_keeps_ids_and_hash(tok, tmp_path: Path) -> None:
+    (tmp_path / "vocab.txt").write_text(
+        "".join(f"{t}\n" for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])),
+        encoding="utf-8",
+    )
+    from_vocab_file = load_tokenizer(tmp_path)
+    texts = ["A brown dog runs near the lake.", "Two GRASSY parks, one zebra!", "", "a  man"]
+    for original in (tok, from_vocab_file):
+        text = tokenizer_to_json(original)
+        restored = tokenizer_from_json(text)
+        assert tokenizer_to_json(restored) == text
+        assert tokenizer_hash(restored) == tokenizer_hash(original)
+        assert restored(texts)["input_ids"] == original(texts)["input_ids"]
+        assert restored.get_vocab() == original.get_vocab()
+        assert (restored.pad_token_id, restored.mask_token_id) == (0, 4)
+    # Padding left in the backend by an earlier call is not part of the tokenizer's identity.
+    before = tokenizer_hash(tok)
+    tok(texts, padding=True)
+    assert tokenizer_hash(tok) == before
+    assert tokenizer_hash(load_tokenizer(None, captions=CAPTIONS[:3], vocab_size=300)) != before
+
+
+@pytest.mark.parametrize("vocab_size", [70, 100, 150, 1000])
+def test_trained_vocabulary_respects_vocab_size(vocab_size: int) -> None:
+    trained = train_wordpiece_tokenizer(CAPTIONS, vocab_size=vocab_size)
+    vocab = trained.get_vocab()
+    assert len(trained) == len(vocab) <= vocab_size
+    assert sorted(vocab.values()) == list(range(len(vocab)))  # ids 0..n-1, no gaps
+    assert [vocab[t] for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    # Every caption still tokenises without [UNK]: all characters are in, both as a word
+    # start and as a continuation piece.
+    for ids in trained(CAPTIONS)["input_ids"]:
+        assert trained.unk_token_id not in ids
+        assert ids[0] == trained.cls_token_id and ids[-1] == trained.sep_token_id
+
+
+def test_trained_vocabulary_holds_frequent_words_whole_and_splits_the_rest() -> None:
+    # CAPTIONS need 94 entries for every word to be one token.
+    assert len(train_wordpiece_tokenizer(CAPTIONS, vocab_size=1000)) == 94
+    small = train_wordpiece_tokenizer(CAPTIONS, vocab_size=80)
+    assert len(small) == 80  # words left out: the rest of the budget goes to pieces
+    vocab = small.get_vocab()
+    # Most frequent words first, ties by the word: "the" (21 times), then "dog", "park".
+    assert {"the", "park", "dog", "street"} <= set(vocab)
+    assert vocab["the"] < vocab["dog"] < vocab["park"] < vocab["street"]
+    # A left-out word splits into pieces, never into [UNK].
+    assert small.tokenize("umbrella")[1:] and small.tokenize("umbrella")[1].startswith("##")
+
+
+def test_too_small_vocab_size_names_the_minimum() -> None:
+    captions = ["ab ba", "a b"]  # characters a, b: 5 special tokens + a b ##a ##b = 9
+    assert len(train_wordpiece_tokenizer(captions, vocab_size=9)) == 9
+    with pytest.raises(ValueError, match=r"vocab_size=8 .*at least 9"):
+        train_wordpiece_tokenizer(captions, vocab_size=8)
+    with pytest.raises(ValueError, match="non-empty caption"):
+        train_wordpiece_tokenizer(["", "  "], vocab_size=100)

@@ -258,3 +258,167 @@ def test_step_log_without_a_score_predictor(synth, tmp_path):
     assert all(r["selector_grad_norm"] is None and r["ratio_grad_norm"] is None for r in log)
     # Hard top-K of an even N keeps half of each mask: (0.5 + 0.5 - 0.5)^2 at every step.
     assert all(r["ratio"] == pytest.approx(0.25) for r in log)
+
+
+def _official_layout(folder):
+    """A folder in the official layout that the user owns (no synthetic meta.json)."""
+    folder.mkdir()
+    files = {
+        "train_caps.txt": "a dog runs .\n" * 5,
+        "train_ids.txt": "7\n" * 5,
+        "f30k_train.jsonl": '{"text": "a brown dog runs on grass ."}\n',
+        "id_mapping.json": '{"7": "7.jpg"}\n',
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return files
+
+
+def test_synthetic_generation_never_overwrites_a_users_folder(tmp_path, capsys):
+    files = _official_layout(tmp_path / "f30k")
+    code = main(["train", "--data-path", str(tmp_path / "f30k"), "--epochs", "1",
+                 "--no-progress", "--out", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "f30k" in err and "--dataset f30k" in err and "Traceback" not in err
+    assert {n: (tmp_path / "f30k" / n).read_text() for n in files} == files
+    assert sorted(p.name for p in (tmp_path / "f30k").iterdir()) == sorted(files)
+    with pytest.raises(ValueError, match="new or empty folder"):
+        generate_synthetic(tmp_path / "f30k", n_images=10)
+
+
+def test_killed_generation_leaves_no_partial_dataset(tmp_path, monkeypatch):
+    import seps.data.synth as synth_mod
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth_mod, "dense_caption", die)
+    with pytest.raises(KeyboardInterrupt):
+        generate_synthetic(tmp_path / "s", n_images=10)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monkeypatch):
+    import shutil
+
+    import seps.train as st
+    from seps.text import tokenizer_from_json, tokenizer_hash
+
+    out = tmp_path / "run"
+    result = train(tiny(synth, out, epochs=1, val_images=0), HEAD)
+    ckpt = load_run_checkpoint(out / "checkpoint_last.pt")
+    assert tokenizer_hash(tokenizer_from_json(ckpt["tokenizer"])) == result["tokenizer_hash"]
+    # A byte-identical copy of the data without the tokenizer cache, and no way to build
+    # a tokenizer: the evaluation must use the checkpoint's and score exactly the same.
+    copy = tmp_path / "copy"
+    shutil.copytree(synth, copy, ignore=shutil.ignore_patterns("tokenizer-cache"))
+
+    def no_building(*args, **kwargs):
+        raise AssertionError("eval --checkpoint must not build a tokenizer")
+
+    monkeypatch.setattr(st, "load_tokenizer", no_building)
+    args = ["eval", "--checkpoint", str(out / "checkpoint_last.pt"), "--no-progress"]
+    assert main([*args, "--data-path", str(copy), "--output", str(tmp_path / "c.json")]) == 0
+    assert main([*args, "--output", str(tmp_path / "o.json")]) == 0
+    copy_metrics = json.loads((tmp_path / "c.json").read_text())["metrics"]
+    assert copy_metrics == json.loads((tmp_path / "o.json").read_text())["metrics"]
+    assert copy_metrics == result["metrics"]
+
+
+def test_same_run_on_a_fresh_identical_dataset_gives_identical_results(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        data = generate_synthetic(tmp_path / f"data-{name}", n_images=60, seed=0, image_size=32)
+        runs.append(train(tiny(data, tmp_path / f"out-{name}", epochs=1, val_images=0), HEAD))
+    assert runs[0]["tokenizer_hash"] == runs[1]["tokenizer_hash"]
+    assert runs[0]["metrics"] == runs[1]["metrics"]
+
+
+def test_diverging_training_is_recorded_not_lost(synth, tmp_path, capsys):
+    code = main(["train", "--data-path", str(synth), "--image-size", "32", "--epochs", "2",
+                 "--batch-size", "8", "--max-steps-per-epoch", "3", "--val-images", "0",
+                 "--lr", "1e30", "--no-progress", "--out", str(tmp_path / "hot")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "diverged" in err and "Traceback" not in err
+    stored = json.loads((tmp_path / "hot" / "result.json").read_text())
+    assert stored["status"] == "diverged"
+    assert stored["divergence"]["nonfinite_steps"] >= 1
+    assert stored["divergence"]["first_nonfinite"]["epoch"] == 0
+
+
+def test_stop_policy_ends_the_run_at_the_first_nonfinite_step(synth, tmp_path, monkeypatch):
+    import seps.train as st
+
+    class NanAtSecond(st.SEPSLoss):
+        calls = 0
+
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            NanAtSecond.calls += 1
+            if NanAtSecond.calls == 2:
+                out.total = out.total * float("nan")
+            return out
+
+    monkeypatch.setattr(st, "SEPSLoss", NanAtSecond)
+    with pytest.raises(st.DivergedError, match="on_nonfinite=stop") as exc:
+        train(tiny(synth, tmp_path / "stop", on_nonfinite="stop"), HEAD)
+    assert exc.value.info["first_nonfinite"] == {"epoch": 0, "step": 1}
+    assert exc.value.info["steps_done"] == 1 and exc.value.info["nonfinite_steps"] == 1
+
+
+def test_train_config_coerces_numeric_strings_and_names_wrong_types():
+    assert TrainConfig(lr="1e-3").lr == 0.001  # YAML 1.1 reads 1e-3 as a string
+    assert TrainConfig(epochs=3.0).epochs == 3
+    assert TrainConfig(lr_milestones=[2, "4"]).lr_milestones == (2, 4)
+    with pytest.raises(ValueError, match=r"'epochs': expected an integer, got the string 'two'"):
+        TrainConfig(epochs="two")
+    with pytest.raises(ValueError, match=r"'augment': expected true or false"):
+        TrainConfig(augment="yes")
+    with pytest.raises(ValueError, match=r"'on_nonfinite'.*skip, stop"):
+        TrainConfig(on_nonfinite="ignore")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_missing_cuda_is_one_line(tmp_path, capsys, command):
+    own = {"train": ["--out", str(tmp_path / "o")], "eval": ["--checkpoint", str(tmp_path)]}
+    assert main([command, *own[command], "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "--device" in err and "CUDA is not available" in err and "Traceback" not in err
+
+
+def _truncate_one_image(data):
+    """Overwrite one test image with a JPEG cut short: PIL's verify() passes, load fails."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    mapping = json.loads((data / "id_mapping.json").read_text())
+    image_id = (data / "test_ids.txt").read_text().split()[0]
+    path = data / "images" / mapping[image_id]
+    buf = io.BytesIO()
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(buf, "JPEG")
+    path.write_bytes(buf.getvalue()[: int(len(buf.getvalue()) * 0.65)])
+    with Image.open(path) as im:
+        im.verify()
+    return path
+
+
+def test_truncated_image_names_its_file_and_can_be_skipped(synth, tmp_path, capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(synth, data)
+    bad = _truncate_one_image(data)
+    base = ["train", "--data-path", str(data), "--image-size", "32", "--epochs", "1",
+            "--batch-size", "8", "--max-steps-per-epoch", "2", "--val-images", "0",
+            "--no-progress", "--set", "embed_size=32"]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "truncated" in err and "--skip-bad-images" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main([*base, "--out", str(tmp_path / "b"), "--skip-bad-images"]) == 0
+    stored = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert stored["eval_images"] == 5

@@ -9,15 +9,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from seps.data.layout import DataError, SplitData, load_split
+    from seps.data.layout import DataError, SplitData, decode_image, load_split
     from seps.data.synth import generate_synthetic
 
-__all__ = ["DataError", "SplitData", "generate_synthetic", "load_split"]
+__all__ = ["DataError", "SplitData", "decode_image", "generate_synthetic", "load_split"]
 
 _WHERE = {
     "DataError": "seps.data.layout",
     "SplitData": "seps.data.layout",
     "load_split": "seps.data.layout",
+    "decode_image": "seps.data.layout",
     "generate_synthetic": "seps.data.synth",
 }
 

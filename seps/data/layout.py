@@ -13,6 +13,8 @@ One code path reads every dataset (see ``SPEC.md``, "Official data layout")::
 
 Every inconsistency raises `DataError` (a `ValueError`) whose message starts with the
 offending file (``path:line:`` where a line is concerned) and says what was expected.
+Image files are checked cheaply at load time (``verify()``) and decoded later by
+`decode_image`, which raises a `DataError` naming the file when the decode fails.
 Lines are numbered from 1. A final newline (or trailing blank lines) is allowed; an empty
 line inside a file is an error. Lines are split on ``\\n`` only (``\\r\\n`` accepted), never
 on other Unicode line separators, so a caption containing one stays one caption.
@@ -23,12 +25,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from PIL import Image
 
-__all__ = ["CAPTIONS_PER_IMAGE", "DataError", "SplitData", "load_split"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CAPTIONS_PER_IMAGE", "DataError", "SplitData", "decode_image", "load_split"]
 
 CAPTIONS_PER_IMAGE = 5
 
@@ -192,16 +197,60 @@ def _id_mapping(path: Path) -> dict[str, str]:
     return mapping
 
 
-def _image_problem(path: Path) -> str | None:
-    """None if ``path`` is a readable image, else a short reason."""
+def _unreadable(e: Exception) -> str:
+    """The reason part of an unreadable-image message, on one line whatever PIL says."""
+    return f"unreadable image ({type(e).__name__}: {' '.join(str(e).split())})"
+
+
+def _image_problem(path: Path, decode: bool = False) -> str | None:
+    """None if ``path`` is a readable image, else a short reason.
+
+    ``verify()`` only reads headers and markers (and PNG checksums), so a JPEG cut short
+    passes it; ``decode=True`` also decodes the pixels to catch that, at the cost of a full
+    decode per image.
+    """
     if not path.is_file():
         return "image file missing"
     try:
         with Image.open(path) as im:
             im.verify()
+        if decode:  # verify() leaves the image unusable: open again to decode
+            with Image.open(path) as im:
+                im.load()
     except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError...)
-        return f"unreadable image ({type(e).__name__}: {e})"
+        return _unreadable(e)
     return None
+
+
+def decode_image(path: Path, size: int) -> torch.Tensor:
+    """Decode one image as a uint8 RGB tensor ``(3, size, size)``, bicubic-resized if needed.
+
+    `load_split` only runs PIL's cheap ``verify()``, which reads headers and markers but
+    not the pixel data, so a file cut short can pass it and fail only here. In a split of
+    thousands of images a bare ``OSError: image file is truncated`` cannot be traced back
+    to its file, so every failure is re-raised as a one-line `DataError` that names the
+    file and the way out.
+
+    Raises:
+        DataError: ``path`` is missing or cannot be decoded.
+    """
+    import torch  # here, not at module level: the loader alone does not need torch
+
+    path = Path(path)
+    skip = "--skip-bad-images (Python: skip_bad_images=True) to drop it with its captions"
+    if not path.is_file():
+        raise DataError(
+            f"{path}: image file missing; check --image-dir (Python: image_dir=), or pass {skip}"
+        )
+    try:
+        with Image.open(path) as im:
+            rgb = im.convert("RGB")
+            if rgb.size != (size, size):
+                rgb = rgb.resize((size, size), Image.Resampling.BICUBIC)
+            arr = np.asarray(rgb, dtype=np.uint8)
+    except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError...)
+        raise DataError(f"{path}: {_unreadable(e)}; fix or remove it, or pass {skip}") from e
+    return torch.from_numpy(arr.copy()).permute(2, 0, 1)
 
 
 # --------------------------------------------------------------------------- public loader
@@ -228,10 +277,14 @@ def load_split(
         dense_per: granularity of `SplitData.dense_texts` (``"caption"``: repeated for each
             caption, as the official loader does; ``"image"``: one per image).
         check_images: open and ``verify()`` every image file (PIL); when False the image
-            paths are only built, not touched.
+            paths are only built, not touched. ``verify()`` is cheap but does not decode
+            the pixels, so an image cut short can pass it; `decode_image` then raises a
+            `DataError` naming the file when the image is used.
         skip_bad_images: with ``check_images``, drop a missing or unreadable image together
             with its 5 captions and its dense caption instead of raising; the number dropped
-            is `SplitData.skipped`.
+            is `SplitData.skipped`. So that an image cut short is dropped here rather than
+            failing in the middle of training, every image is then also fully decoded,
+            which costs a full decode of the split at load time (only when skipping).
 
     Raises:
         DataError: missing file; caption count not a multiple of 5; ids file neither one id
@@ -276,7 +329,7 @@ def load_split(
     if check_images:
         keep = []
         for i, (path, line) in enumerate(zip(files, id_lines, strict=True)):
-            problem = _image_problem(path)
+            problem = _image_problem(path, decode=skip_bad_images)
             if problem is None:
                 keep.append(i)
             elif skip_bad_images:
@@ -284,7 +337,8 @@ def load_split(
             else:
                 raise DataError(
                     f"{path}: {problem} (image id {image_ids[i]!r}, {ids_path.name} line "
-                    f"{line}); pass image_dir= to point elsewhere or skip_bad_images=True"
+                    f"{line}); pass --image-dir to point elsewhere or --skip-bad-images "
+                    "(Python: image_dir=, skip_bad_images=True)"
                 )
         if not keep:
             raise DataError(f"{img_dir}: none of the {len(files)} images of {split} is readable")

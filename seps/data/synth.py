@@ -113,6 +113,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -132,6 +134,7 @@ __all__ = [
     "Scene",
     "dense_caption",
     "generate_synthetic",
+    "is_synthetic_dir",
     "render_scene",
     "sample_scene",
     "sparse_captions",
@@ -637,8 +640,14 @@ def generate_synthetic(
 ) -> Path:
     """Render a synthetic dataset into ``out_dir`` in the official layout; return its path.
 
+    The generator never writes into a folder that holds anything: ``out_dir`` must be new
+    or empty (else a ``ValueError`` names it), so no file of the user's is overwritten.
+    The set is rendered into a private folder beside it (``.<name>.<pid>.tmp``) and renamed
+    into place when complete, so a killed generation leaves no half-written dataset
+    (and :func:`is_synthetic_dir` is true exactly for complete ones).
+
     Args:
-        out_dir: target folder (created; existing files of the same names are overwritten).
+        out_dir: target folder, new or empty.
         n_images: total number of images over the three splits.
         seed: seed of every random choice; the output is a pure function of the arguments.
         image_size: side of the square PNG images in pixels (>= 16).
@@ -659,8 +668,50 @@ def generate_synthetic(
     if not name or any(ch in name for ch in "/\\") or name != name.strip():
         raise ValueError(f"invalid dataset name {name!r}")
     sizes = _split_sizes(n_images, splits)
+    target = Path(out_dir)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        found = ", ".join(sorted(p.name for p in target.iterdir())[:4]) if target.is_dir() else ""
+        raise ValueError(
+            f"{target}: the synthetic generator writes only into a new or empty folder, and "
+            f"this one {'holds ' + found + ', ...' if found else 'is a file'}; choose another "
+            "folder (nothing was written)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    out = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        _render_into(out, sizes, seed, image_size, hallucination, splits, name)
+        try:
+            os.rename(out, target)  # onto a missing or empty folder: atomic
+        except OSError:
+            if not is_synthetic_dir(target):  # not a concurrent twin's complete set
+                raise
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return target
 
-    out = Path(out_dir)
+
+def is_synthetic_dir(path: str | Path) -> bool:
+    """True when ``path`` holds a complete set written by :func:`generate_synthetic`
+    (its ``meta.json`` names this generator; the file is written last)."""
+    try:
+        meta = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("generator") == "seps.data.synth"
+
+
+def _render_into(
+    out: Path,
+    sizes: list[int],
+    seed: int,
+    image_size: int,
+    hallucination: float,
+    splits: Sequence[float],
+    name: str,
+) -> None:
+    """Write every file of the set into ``out`` (``meta.json`` last)."""
+    n_images = sum(sizes)
     img_dir = out / "images"
     img_dir.mkdir(parents=True, exist_ok=True)
 
@@ -736,4 +787,3 @@ def generate_synthetic(
         "splits": split_stats,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    return out

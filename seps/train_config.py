@@ -1,0 +1,193 @@
+"""The training configuration: :class:`TrainConfig`, everything about a run but the head.
+
+Its own module so that the ablation definitions, the runner and the trainer all import it
+normally (it needs no model code). Values are checked and coerced on construction
+(:func:`coerce_field`), so a YAML profile, a matrix, a checkpoint and the command line
+all meet the same rules and the same one-line errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .devices import valid_device_name
+from .evaluate import DENSE_SOURCES
+
+__all__ = [
+    "DATASETS",
+    "KEY_OMITTED_AT_DEFAULT",
+    "NONFINITE_POLICIES",
+    "PROTOCOLS",
+    "TrainConfig",
+    "coerce_field",
+]
+
+PROTOCOLS = ("finetune", "partial", "frozen")
+DATASETS = ("synthetic", "f30k", "coco")
+#: What training does at a step whose loss is not finite; see ``TrainConfig.on_nonfinite``.
+NONFINITE_POLICIES = ("skip", "stop")
+#: Fields added after records were first stored: the run key hashes them only when they
+#: differ from their default, so records made before they existed keep their keys.
+KEY_OMITTED_AT_DEFAULT = ("on_nonfinite",)
+
+
+def _kind(annotation: str) -> tuple[str, bool]:
+    """(base type name, optional) of a field annotation such as ``"float | None"``."""
+    parts = [p.strip() for p in annotation.split("|")]
+    return next(p for p in parts if p != "None"), "None" in parts
+
+
+def _number(name: str, value: Any, base: str) -> int | float:
+    want = "an integer" if base == "int" else "a number"
+    if isinstance(value, str):
+        # YAML 1.1 reads ``1e-3`` (no dot) as a string: accept numeric strings.
+        try:
+            value = float(value) if base == "float" else int(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"train config field {name!r}: expected {want}, got the string {value!r}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"train config field {name!r}: expected {want}, got {value!r} ({type(value).__name__})"
+        )
+    if base == "int":
+        if value != int(value):
+            raise ValueError(f"train config field {name!r}: expected an integer, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def coerce_field(name: str, value: Any) -> Any:
+    """``value`` as the type of :class:`TrainConfig` field ``name``, or a ``ValueError``
+    that names the field, the value and the expected type.
+
+    Numeric strings are accepted where a number is expected (``lr: 1e-3`` in YAML), an
+    integral float where an integer is; booleans must be booleans; lists become tuples.
+    """
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    if name not in fields:
+        raise ValueError(f"train config: unknown field {name!r}")
+    base, optional = _kind(str(fields[name].type))
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"train config field {name!r}: expected {base}, got null")
+    if base in ("int", "float"):
+        return _number(name, value, base)
+    if base == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"train config field {name!r}: expected true or false, got {value!r}")
+        return value
+    if base == "str":
+        if not isinstance(value, str):
+            raise ValueError(
+                f"train config field {name!r}: expected a string, got {value!r} "
+                f"({type(value).__name__})"
+            )
+        return value
+    if base.startswith("tuple"):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(
+                f"train config field {name!r}: expected a list of integers, got {value!r}"
+            )
+        return tuple(_number(name, v, "int") for v in value)
+    raise AssertionError(f"unhandled field type {base} of {name}")  # pragma: no cover
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a run except the head's switches.
+
+    The defaults are the CPU recipe for the built-in synthetic dataset (tiny random-init
+    backbones, 64 px). ``paper``-scale runs set ``backbone``/``text_backbone`` to real
+    checkpoints, ``image_size=224`` and the official optimisation values.
+    """
+
+    dataset: str = "synthetic"
+    data_path: str | None = None
+    image_dir: str | None = None
+    synth_images: int = 5000
+    synth_seed: int = 0
+    train_split: str = "train"
+    eval_split: str = "test"
+    val_split: str = "dev"
+    val_images: int = 100
+    skip_bad_images: bool = False
+    backbone: str = "tiny-vit"
+    backbone_source: str = "timm"
+    pretrained: str | None = None
+    image_size: int = 64
+    text_backbone: str = "tiny-bert"
+    tokenizer: str | None = None
+    vocab_size: int = 4000
+    max_words: int = 32
+    max_dense_words: int = 160
+    protocol: str = "finetune"
+    freeze_layers: int = 1
+    epochs: int = 6
+    batch_size: int = 64
+    lr: float = 2e-4
+    backbone_lr_mult: float = 0.1
+    weight_decay: float = 1e-4
+    lr_milestones: tuple[int, ...] = (9, 15, 20, 25)
+    lr_gamma: float = 0.3
+    grad_clip: float = 2.0
+    warmup: bool = True
+    max_violation_from: int = 1
+    augment: bool = True
+    max_steps_per_epoch: int | None = None
+    dropout: float | None = None
+    seed: int = 0
+    device: str = "auto"
+    dense_source: str = "query"
+    #: ``skip``: a step whose loss (or gradient norm) is not finite is skipped and
+    #: counted, as the official code's zeroed loss would leave the weights (it zeroes
+    #: NaN losses silently; this suite counts them); the run is recorded as diverged if
+    #: an entire epoch is skipped or the trained weights are not finite. ``stop``: the
+    #: first such step ends the run as diverged.
+    on_nonfinite: str = "skip"
+    eval_text_shard: int = 512
+    eval_image_shard: int = 128
+    out_dir: str = "runs/default"
+    cache_dir: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, coerce_field(f.name, getattr(self, f.name)))
+        checks = [
+            ("dataset", self.dataset in DATASETS, f"one of {', '.join(DATASETS)}"),
+            ("protocol", self.protocol in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
+            ("dense_source", self.dense_source in DENSE_SOURCES, ", ".join(DENSE_SOURCES)),
+            ("on_nonfinite", self.on_nonfinite in NONFINITE_POLICIES, "skip, stop"),
+            (
+                "device",
+                valid_device_name(self.device),
+                "auto, cpu, cuda or cuda:N",
+            ),
+            ("epochs", self.epochs >= 1, ">= 1"),
+            ("batch_size", self.batch_size >= 2, ">= 2 (the triplet loss needs negatives)"),
+            ("lr", self.lr > 0, "> 0"),
+            ("freeze_layers", self.freeze_layers >= 0, ">= 0"),
+            ("max_words", self.max_words >= 3, ">= 3"),
+            ("max_dense_words", self.max_dense_words >= 3, ">= 3"),
+            ("val_images", self.val_images >= 0, ">= 0"),
+            ("image_size", self.image_size >= 8, ">= 8"),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValueError(
+                    f"train config field {name!r}: invalid value {getattr(self, name)!r}; "
+                    f"allowed: {allowed}"
+                )
+        if self.dataset != "synthetic" and not self.data_path:
+            raise ValueError(
+                f"train config field 'data_path': required for dataset {self.dataset!r} "
+                "(a folder in the official layout, see README)"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
