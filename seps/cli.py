@@ -111,6 +111,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
         "--splits", default="0.8,0.1,0.1", help="train,dev,test fractions (default 0.8,0.1,0.1)"
     )
     synth.add_argument("--name", default="synth", help="dataset name used in file names")
+    # SUPPRESS: when not given here it must not overwrite ``data --debug``.
+    synth.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="full traceback on error"
+    )
 
 
 @command("data", "create datasets (synth: the built-in synthetic benchmark)", _add_data_args)
@@ -168,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (help_, add_args, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
         add_args(p)
+        p.add_argument(
+            "--debug",
+            action="store_true",
+            help="on an error, print the full Python traceback instead of the one-line message",
+        )
         p.set_defaults(_run=run)
     return parser
 
@@ -180,9 +189,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args._run(args) or 0)
-    except ValueError as exc:  # invalid config or data: one clear line, no traceback
-        print(f"seps-bench {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # bad input or an unusable file: one clear line
+        if getattr(args, "debug", False):
+            raise
+        print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for the user: an ``OSError`` as ``<file>: <reason>``, anything else as its
+    message with line breaks folded (a long list of keys stays one line)."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc)
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from seps.cli import main
 
 
@@ -44,3 +46,25 @@ def test_data_synth_writes_official_layout(tmp_path, capsys):
 def test_data_synth_bad_splits(tmp_path, capsys):
     assert main(["data", "synth", "--out", str(tmp_path), "--splits", "a,b"]) == 2
     assert "--splits" in capsys.readouterr().err
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    args = ["data", "synth", "--out", str(blocker / "sub"), "--images", "10"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(blocker) in err and "Traceback" not in err
+    with pytest.raises(OSError):
+        main([*args, "--debug"])
+
+
+def test_every_subcommand_documents_debug(capsys):
+    from seps.cli import COMMANDS, build_parser
+
+    build_parser()
+    for name in COMMANDS:
+        argv = ["data", "synth", "--help"] if name == "data" else [name, "--help"]
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "--debug" in capsys.readouterr().out, name
