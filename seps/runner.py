@@ -468,6 +468,7 @@ def _run(args: argparse.Namespace) -> int:
     check_writable(results, "--results")
     if not args.no_report:
         check_writable(Path(args.reports), "--reports")
+    check_data_dirs(plan(matrix, profile, seeds, results, args.only, **_overrides(args)))
     t0 = time.perf_counter()
     records = run_matrix(
         matrix,
@@ -509,6 +510,19 @@ def _dry_run_table(planned: list[PlannedRun], results: Path) -> str:
     return tabulate(
         rows, headers=["run", "seed", "preset", "overrides", "key", "stored"], tablefmt="github"
     )
+
+
+def check_data_dirs(planned: list[PlannedRun]) -> None:
+    """Refuse, before any training, a data folder that no run could use (one message for
+    the matrix instead of one failed record per run)."""
+    from .train import check_data_dir
+
+    seen = set()
+    for p in planned:
+        where = (p.train_cfg.dataset, p.train_cfg.data_path, p.train_cfg.synth_images)
+        if where not in seen:
+            seen.add(where)
+            check_data_dir(p.train_cfg)
 
 
 def seed_list(text: str) -> list[int]:

@@ -127,32 +127,40 @@ def synthetic_path(cfg: TrainConfig) -> Path:
     return Path(cfg.data_path or f"data/synth-{cfg.synth_images}-s{cfg.synth_seed}")
 
 
-def prepare_data_dir(cfg: TrainConfig) -> Path:
-    """The dataset folder; the synthetic set is generated there when it is absent.
+def check_data_dir(cfg: TrainConfig) -> Path:
+    """The dataset folder of ``cfg`` if it can be used as asked, else a ``ValueError``.
 
-    The generator only ever writes into a new or empty folder (see
-    :func:`seps.data.synth.generate_synthetic`): a folder that already holds files it did
-    not make (say, Flickr30K in the official layout given without ``--dataset f30k``) is
-    refused with a message, never overwritten and never silently read as synthetic.
+    A synthetic target must be a complete synthetic set, or new, or empty: the generator
+    only ever writes into a new or empty folder, so a folder that already holds files it
+    did not make (say, Flickr30K in the official layout given without ``--dataset f30k``)
+    is refused with a message, never overwritten and never silently read as synthetic.
     """
     if cfg.dataset != "synthetic":
         path = Path(cfg.data_path)  # type: ignore[arg-type]
         if not path.is_dir():
             raise ValueError(f"--data-path {str(path)!r}: folder not found")
         return path
-    from .data.synth import generate_synthetic, is_synthetic_dir
+    from .data.synth import is_synthetic_dir
 
     path = synthetic_path(cfg)
-    if is_synthetic_dir(path):
-        return path
-    if path.is_dir() and any(path.iterdir()):
+    if not is_synthetic_dir(path) and path.is_dir() and any(path.iterdir()):
         found = ", ".join(sorted(p.name for p in path.iterdir())[:4])
         raise ValueError(
             f"--data-path {str(path)!r}: holds files the synthetic generator did not create "
             f"({found}, ...) and no synthetic meta.json; pass --dataset f30k or --dataset coco "
             "to load it as a dataset, or name a new or empty folder for the synthetic set"
         )
-    generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
+    return path
+
+
+def prepare_data_dir(cfg: TrainConfig) -> Path:
+    """:func:`check_data_dir`, generating the synthetic set when it is absent."""
+    path = check_data_dir(cfg)
+    if cfg.dataset == "synthetic":
+        from .data.synth import generate_synthetic, is_synthetic_dir
+
+        if not is_synthetic_dir(path):
+            generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
     return path
 
 

@@ -378,3 +378,15 @@ def test_kills_during_training_evaluation_and_record_write_lose_nothing(root, sy
     leftovers = [p for p in (tmp_path / "killed").rglob("*") if p.suffix in (".tmp", ".lock")]
     leftovers += list((tmp_path / "killed-reports").glob(".*"))
     assert leftovers == []
+
+
+def test_run_refuses_a_users_folder_as_synthetic_target_before_training(root, tmp_path, capsys):
+    user = tmp_path / "f30k"
+    user.mkdir()
+    (user / "train_caps.txt").write_text("mine\n")
+    code = main(["run", "mini", "--ablations", str(root), "--profile", "tiny", "--device",
+                 "cpu", "--results", str(tmp_path / "r"), "--data-path", str(user)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--dataset f30k" in err and len(err.strip().splitlines()) == 1
+    assert (user / "train_caps.txt").read_text() == "mine\n" and len(list(user.iterdir())) == 1
+    assert not list((tmp_path / "r").rglob("*.json"))

@@ -90,7 +90,8 @@ def test_partial_protocol_freezes_first_blocks(synth, tmp_path):
     assert result["trainable_parameters"] < result["parameters"]
 
 
-def test_non_finite_loss_is_skipped_and_counted(synth, tmp_path, monkeypatch):
+def nan_at_second_step(monkeypatch):
+    """Make the trainer's loss NaN at its second call, once."""
     import seps.train as st
 
     class NanOnce(st.SEPSLoss):
@@ -104,6 +105,10 @@ def test_non_finite_loss_is_skipped_and_counted(synth, tmp_path, monkeypatch):
             return out
 
     monkeypatch.setattr(st, "SEPSLoss", NanOnce)
+
+
+def test_non_finite_loss_is_skipped_and_counted(synth, tmp_path, monkeypatch):
+    nan_at_second_step(monkeypatch)
     result = train(tiny(synth, tmp_path / "nan", epochs=1), HEAD)
     assert result["nonfinite_steps"] == 1
     assert result["history"][0]["steps"] == 2
@@ -349,17 +354,7 @@ def test_diverging_training_is_recorded_not_lost(synth, tmp_path, capsys):
 def test_stop_policy_ends_the_run_at_the_first_nonfinite_step(synth, tmp_path, monkeypatch):
     import seps.train as st
 
-    class NanAtSecond(st.SEPSLoss):
-        calls = 0
-
-        def forward(self, *args, **kwargs):
-            out = super().forward(*args, **kwargs)
-            NanAtSecond.calls += 1
-            if NanAtSecond.calls == 2:
-                out.total = out.total * float("nan")
-            return out
-
-    monkeypatch.setattr(st, "SEPSLoss", NanAtSecond)
+    nan_at_second_step(monkeypatch)
     with pytest.raises(st.DivergedError, match="on_nonfinite=stop") as exc:
         train(tiny(synth, tmp_path / "stop", on_nonfinite="stop"), HEAD)
     assert exc.value.info["first_nonfinite"] == {"epoch": 0, "step": 1}
