@@ -1,0 +1,74 @@
+"""The command line's surface: every subcommand's options, as committed.
+
+``tests/data/cli_options.json`` holds, for ``seps-bench`` and each subcommand, every
+option's flags, destination, default, choices, nargs, whether it is required, and its
+help text. A restructure must leave it unchanged; a deliberate change of the interface
+regenerates it with ``python tests/test_cli_options.py`` and shows up in review as a diff
+of that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+SNAPSHOT = Path(__file__).with_name("data") / "cli_options.json"
+
+
+def _default(a: argparse.Action) -> str:
+    # ``bench --device`` defaults to this machine's device: the same on every machine
+    # as a rule, not as a value.
+    if a.dest == "device" and a.default in ("cpu", "cuda"):
+        return "'cuda' if torch.cuda.is_available() else 'cpu'"
+    return repr(a.default)
+
+
+def _options(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
+    out = []
+    for a in parser._actions:
+        if isinstance(a, (argparse._SubParsersAction, argparse._HelpAction)):
+            continue
+        out.append(
+            {
+                "flags": list(a.option_strings) or [a.dest],
+                "dest": a.dest,
+                "default": _default(a),
+                "choices": None if a.choices is None else [str(c) for c in a.choices],
+                "nargs": repr(a.nargs),
+                "required": bool(a.required),
+                "help": " ".join(str(a.help or "").split()),
+            }
+        )
+    return out
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return dict(a.choices)
+    return {}
+
+
+def surface() -> dict[str, list[dict[str, object]]]:
+    """``{"seps-bench": [...], "seps-bench run": [...], "seps-bench data synth": [...]}``."""
+    from seps.cli import build_parser
+
+    top = build_parser()
+    out = {"seps-bench": _options(top)}
+    stack = [(f"seps-bench {n}", p) for n, p in _subparsers(top).items()]
+    while stack:
+        name, p = stack.pop()
+        out[name] = _options(p)
+        stack += [(f"{name} {n}", q) for n, q in _subparsers(p).items()]
+    return dict(sorted(out.items()))
+
+
+def test_every_subcommand_keeps_its_options():
+    assert SNAPSHOT.exists(), "run: python tests/test_cli_options.py"
+    assert surface() == json.loads(SNAPSHOT.read_text())
+
+
+if __name__ == "__main__":
+    SNAPSHOT.write_text(json.dumps(surface(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}")
