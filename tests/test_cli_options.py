@@ -1,7 +1,7 @@
 """The command line's surface: every subcommand's options, as committed.
 
 ``tests/data/cli_options.json`` holds, for ``seps-bench`` and each subcommand, every
-option's flags, destination, default, choices, nargs and whether it is required (help
+option's flags, destination, default, choices, nargs, type and whether it is required (help
 texts may be reworded; what a user types and gets may not). A restructure must leave it unchanged; a deliberate change of the interface
 regenerates it with ``python tests/test_cli_options.py`` and shows up in review as a diff
 of that file.
@@ -37,6 +37,7 @@ def _options(parser: argparse.ArgumentParser) -> list[dict[str, object]]:
                 "choices": None if a.choices is None else [str(c) for c in a.choices],
                 "nargs": repr(a.nargs),
                 "required": bool(a.required),
+                "type": getattr(a.type, "__name__", None),
             }
         )
     return out
