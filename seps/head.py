@@ -13,7 +13,8 @@ padding beyond the chunk's longest caption is cut before any GEMM, and at
 evaluation the texts are taken in order of length so that little padding is left
 (the similarities come back in the callers' order). ``impl``
 selects one of the interchangeable kernel implementations of :mod:`seps.kernels`
-(``batched`` by default).
+(``batched`` by default): an op set for the batched pass, or ``loop``, the
+reference per-text loop of :mod:`seps.reference`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -29,23 +29,18 @@ from torch import Tensor, nn
 from .aggregation import TokenAggregation, pair_weights
 from .alignment import HRPA, KeptWeights, cls_word_scores, patch_word_scores, use_gram
 from .config import SEPSConfig, get_config, keep_count
+from .kernels import Kernel, KernelOps, get_kernel
+from .reference import loop_forward
 from .selection import (
     PatchSelector,
     guide_scores,
+    has_cls_token,
     image_self_attention,
     l2n,
     length_mask,
+    split_cls_token,
     text_global,
 )
-
-if TYPE_CHECKING:
-    from .kernels import Kernel, KernelOps
-
-
-def has_cls_token(num_tokens: int) -> bool:
-    """SPEC.md: ``L_v`` not a perfect square means the first token is ``[CLS]``."""
-    root = math.isqrt(num_tokens)
-    return root * root != num_tokens
 
 
 @dataclass(frozen=True)
@@ -193,7 +188,8 @@ class SEPSHead(nn.Module):
             when ``text_chunk_size`` is ``None``.
         impl: the implementation of the selection and HRPA kernels, a name of
             :data:`seps.kernels.IMPLEMENTATIONS`: ``batched`` (default), ``loop``
-            (the literal per-text loop of SPEC.md, the benchmark baseline),
+            (the literal per-text loop of SPEC.md, :mod:`seps.reference`: the test
+            oracle and benchmark baseline),
             ``compiled`` (``batched`` under ``torch.compile``) or ``triton`` (fused
             CUDA kernels; needs CUDA and Triton). All give the same similarities
             within 1e-5 and share the parameters, so ``state_dict`` is the same.
@@ -241,8 +237,6 @@ class SEPSHead(nn.Module):
 
     @impl.setter
     def impl(self, name: str) -> None:
-        from .kernels import get_kernel
-
         self._kernel = get_kernel(name)  # raises ValueError naming the allowed values
         self._impl = name
 
@@ -317,7 +311,10 @@ class SEPSHead(nn.Module):
         self._check_inputs(img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
         if not self.config.uses_dense:
             long_cap_embs = long_cap_lens = None
-        return self.kernel.forward(self, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+        inputs = (img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+        if self.kernel.reference:
+            return loop_forward(self, *inputs)
+        return self.batched_forward(*inputs)
 
     def batched_forward(
         self,
@@ -327,7 +324,7 @@ class SEPSHead(nn.Module):
         long_cap_embs: Tensor | None,
         long_cap_lens: Tensor | None,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        """The batched implementation (``impl="batched"``, also used by the others).
+        """The batched implementation (every ``impl`` but ``loop``, with its op set).
 
         Per-image work is done once per image: ``xn``, ``s_im``, the score predictor,
         the aggregation logits and ``E = exp(scale * logits - shift)``, the Gram
@@ -385,8 +382,7 @@ class SEPSHead(nn.Module):
     def _image_state(self, img_embs: Tensor) -> _ImageState:
         """The text-independent work, once per image (see :meth:`batched_forward`)."""
         cfg = self.config
-        cls = img_embs[:, 0] if has_cls_token(img_embs.shape[1]) else None
-        x = img_embs[:, 1:] if cls is not None else img_embs  # (B_v, N, C)
+        cls, x = split_cls_token(img_embs)  # x: (B_v, N, C)
         with torch.no_grad():
             xn = l2n(x)
             s_im = image_self_attention(x)

@@ -12,6 +12,7 @@ the mask form also covers decisions whose keep count varies per pair.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,20 @@ NoiseFn = Callable[[tuple[int, ...], Tensor], Tensor]
 def l2n(x: Tensor) -> Tensor:
     """L2 normalisation over the last axis with eps 1e-12 (SPEC.md ``l2n``)."""
     return F.normalize(x, dim=-1, eps=1e-12)
+
+
+def has_cls_token(num_tokens: int) -> bool:
+    """SPEC.md: ``L_v`` not a perfect square means the first token is ``[CLS]``."""
+    root = math.isqrt(num_tokens)
+    return root * root != num_tokens
+
+
+def split_cls_token(img_embs: Tensor) -> tuple[Tensor | None, Tensor]:
+    """``(cls (B_v, C) or None, x (B_v, N, C))``: the ``[CLS]`` token of image tokens
+    ``(B_v, L_v, C)`` when there is one (:func:`has_cls_token`) and the spatial tokens."""
+    if has_cls_token(img_embs.shape[1]):
+        return img_embs[:, 0], img_embs[:, 1:]
+    return None, img_embs
 
 
 def gumbel_noise(shape: tuple[int, ...], like: Tensor) -> Tensor:
@@ -316,10 +331,12 @@ __all__ = [
     "Selection",
     "guide_scores",
     "gumbel_noise",
+    "has_cls_token",
     "image_self_attention",
     "l2n",
     "length_mask",
     "minmax",
+    "split_cls_token",
     "text_global",
     "text_guided_attention",
     "topk_mask",

@@ -22,6 +22,7 @@ __all__ = [
     "PROTOCOLS",
     "TrainConfig",
     "coerce_field",
+    "doc",
 ]
 
 PROTOCOLS = ("finetune", "partial", "frozen")
@@ -31,6 +32,15 @@ NONFINITE_POLICIES = ("skip", "stop")
 #: Fields added after records were first stored: the run key hashes them only when they
 #: differ from their default, so records made before they existed keep their keys.
 KEY_OMITTED_AT_DEFAULT = ("on_nonfinite",)
+
+
+def doc(default: Any, help: str | None, *, choices: tuple[str, ...] | None = None,
+        flag: str | None = None) -> Any:  # fmt: skip
+    """A field ``default`` that is also a command-line option: ``help`` (None: no help
+    text), ``choices``, and ``flag`` when the flag is not ``--<field-name>`` (a flag
+    ``--no-X`` on a field that defaults to True turns it off)."""
+    meta = {"help": help, "choices": choices, "flag": flag, "cli": True}
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def _kind(annotation: str) -> tuple[str, bool]:
@@ -106,54 +116,94 @@ class TrainConfig:
     checkpoints, ``image_size=224`` and the official optimisation values.
     """
 
-    dataset: str = "synthetic"
-    data_path: str | None = None
-    image_dir: str | None = None
-    synth_images: int = 5000
+    # Fields with a ``help`` are options of ``seps-bench train`` (seps.cli builds the flags
+    # from these: name, type, default, choices and help, so no default is written twice).
+    dataset: str = doc("synthetic", "synthetic (built in, generated on first use), f30k or coco",
+                       choices=DATASETS)  # fmt: skip
+    data_path: str | None = doc(
+        None,
+        "dataset folder in the official layout (f30k/coco), or where the synthetic set is "
+        "generated (default data/synth-<n>-s<seed>)",
+    )
+    image_dir: str | None = doc(None, "image folder (default <data-path>/images)")
+    synth_images: int = doc(5000, "size of the synthetic set")
     synth_seed: int = 0
     train_split: str = "train"
     eval_split: str = "test"
     val_split: str = "dev"
-    val_images: int = 100
-    skip_bad_images: bool = False
-    backbone: str = "tiny-vit"
-    backbone_source: str = "timm"
-    pretrained: str | None = None
-    image_size: int = 64
-    text_backbone: str = "tiny-bert"
-    tokenizer: str | None = None
+    val_images: int = doc(100, "dev images evaluated after every epoch (0: none)")
+    skip_bad_images: bool = doc(
+        False,
+        "drop missing or unreadable images (fully decoded to check) with their captions "
+        "instead of stopping; the count is recorded",
+    )
+    backbone: str = doc(
+        "tiny-vit",
+        "tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
+    )
+    backbone_source: str = doc("timm", None, choices=("timm", "hf"))
+    pretrained: str | None = doc(None, "'hub' or a local weights path (default random init)")
+    image_size: int = doc(64, "square input resolution")
+    text_backbone: str = doc("tiny-bert", "tiny-bert or a BERT name/folder")
+    tokenizer: str | None = doc(
+        None, "tokenizer folder or hub name (default: built offline from the training captions)"
+    )
     vocab_size: int = 4000
     max_words: int = 32
     max_dense_words: int = 160
-    protocol: str = "finetune"
-    freeze_layers: int = 1
-    epochs: int = 6
-    batch_size: int = 64
-    lr: float = 2e-4
-    backbone_lr_mult: float = 0.1
+    protocol: str = doc(
+        "finetune",
+        "finetune (all train; backbones at lr x backbone-lr-mult), partial (first "
+        "--freeze-layers blocks frozen), frozen (cached backbone features)",
+        choices=PROTOCOLS,
+    )
+    freeze_layers: int = doc(1, "blocks frozen by 'partial'")
+    epochs: int = doc(6, "training epochs")
+    batch_size: int = doc(64, "pairs per batch")
+    lr: float = doc(2e-4, "learning rate of head+projections")
+    backbone_lr_mult: float = doc(
+        0.1, "backbone lr factor (official 0.1; use 1.0 for random-init backbones)"
+    )
     weight_decay: float = 1e-4
     lr_milestones: tuple[int, ...] = (9, 15, 20, 25)
     lr_gamma: float = 0.3
     grad_clip: float = 2.0
     warmup: bool = True
-    max_violation_from: int = 1
-    augment: bool = True
-    max_steps_per_epoch: int | None = None
-    dropout: float | None = None
-    seed: int = 0
-    device: str = "auto"
-    dense_source: str = "query"
-    #: ``skip``: a step whose loss (or gradient norm) is not finite is skipped and
-    #: counted, as the official code's zeroed loss would leave the weights (it zeroes
-    #: NaN losses silently; this suite counts them); the run is recorded as diverged if
-    #: an entire epoch is skipped or the trained weights are not finite. ``stop``: the
-    #: first such step ends the run as diverged.
-    on_nonfinite: str = "skip"
+    max_violation_from: int = doc(
+        1,
+        "first epoch of the hardest-negative triplet (official 1; epochs before it sum over "
+        "all negatives)",
+    )
+    augment: bool = doc(True, "no caption augmentation", flag="--no-augment")
+    max_steps_per_epoch: int | None = doc(None, "cap on steps per epoch")
+    dropout: float | None = doc(
+        None, "set every dropout probability of both backbones (default: theirs)"
+    )
+    seed: int = doc(0, "random seed")
+    device: str = doc("auto", "auto (CUDA when present), cpu, cuda[:N]")
+    dense_source: str = doc(
+        "query",
+        "dense-caption protocol at evaluation: query (official, leaks the answer image's "
+        "description), candidate (fair), none, shuffled (control)",
+        choices=DENSE_SOURCES,
+    )
+    # ``skip``: a step whose loss (or gradient norm) is not finite is skipped and counted,
+    # as the official code's zeroed loss would leave the weights (it zeroes NaN losses
+    # silently; this suite counts them); the run is recorded as diverged if an entire
+    # epoch is skipped or the trained weights are not finite. ``stop``: the first such
+    # step ends the run as diverged.
+    on_nonfinite: str = doc(
+        "skip",
+        "a step with a non-finite loss or gradient: skip it and count it (default; the run is "
+        "recorded as diverged if a whole epoch is skipped or the weights end non-finite), or "
+        "stop the run as diverged",
+        choices=NONFINITE_POLICIES,
+    )
     eval_text_shard: int = 512
     eval_image_shard: int = 128
-    out_dir: str = "runs/default"
+    out_dir: str = doc("runs/default", "run folder (checkpoints, result.json)", flag="--out")
     cache_dir: str | None = None
-    progress: bool = True
+    progress: bool = doc(True, "no progress bars", flag="--no-progress")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from seps import bench
+from seps.bench import command, sections, workloads
 from seps.cli import main
 
 
 def test_caption_lengths_real_and_histogram(monkeypatch) -> None:
     lengths, source = bench.caption_lengths("dense", 50, seed=1)
     assert len(lengths) == 50 and all(20 <= n <= 300 for n in lengths)
-    monkeypatch.setattr(bench, "_DATA_DIRS", (Path("/nonexistent"),))
+    monkeypatch.setattr(workloads, "_DATA_DIRS", (Path("/nonexistent"),))
     lengths, source = bench.caption_lengths("sparse", 200, seed=1)
     assert source.endswith("f30k_lengths.json")
     hist = json.loads(Path(source).read_text())
@@ -41,7 +42,7 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
 
     # One fresh interpreter per measured peak costs ~3 s on a 2-core CPU (13 of them
     # made the quick report take over a minute); quick mode measures in-process.
-    monkeypatch.setattr(bench, "train_peak_rss_mb", no_fresh_process)
+    monkeypatch.setattr(sections, "train_peak_rss_mb", no_fresh_process)
     s = bench.BenchSettings.quick_settings("cpu", ("loop", "batched", "triton"))
     s.geometries = ("swin224",)
     # One thread: at these tiny sizes, two OpenMP threads on cores that other jobs share
@@ -104,7 +105,7 @@ def test_measure_alternating_interleaves_and_keeps_the_best() -> None:
     # The slow first round is kept as a sample.
     assert res["a"]["samples"][0] > res["a"]["samples"][1]
     assert res["b"]["out"] == "b"
-    ratios = bench._round_ratios(res["a"], res["b"])
+    ratios = bench.round_ratios(res["a"], res["b"])
     assert ratios[0] > 1 > ratios[1]
 
 
@@ -130,7 +131,7 @@ def test_measure_interleaved_sums_parts_and_averages_whole_calls() -> None:
     assert all(0.02 <= t < 0.035 for t in fast["samples"])
     assert slow["seconds"] == sum(slow["samples"]) / 2
     assert slow["out"] == ["p0", "p1"] and fast["out"] == "w"
-    ratios = bench._round_ratios(slow, fast)
+    ratios = bench.round_ratios(slow, fast)
     assert ratios[0] > ratios[1]
 
 
@@ -145,7 +146,7 @@ def captured(monkeypatch) -> list[bench.BenchSettings]:
         seen.append(s)
         return Path(out_dir) / "latency.md"
 
-    monkeypatch.setattr(bench, "run_report", fake_run_report)
+    monkeypatch.setattr(command, "run_report", fake_run_report)
     return seen
 
 

@@ -1,10 +1,10 @@
 """The command line's surface: every subcommand's options, as committed.
 
 ``tests/data/cli_options.json`` holds, for ``seps-bench`` and each subcommand, every
-option's flags, destination, default, choices, nargs, type and whether it is required (help
-texts may be reworded; what a user types and gets may not). A restructure must leave it unchanged; a deliberate change of the interface
-regenerates it with ``python tests/test_cli_options.py`` and shows up in review as a diff
-of that file.
+option's flags, destination, default, choices, nargs, type and whether it is required
+(help texts may be reworded; what a user types and gets may not). A restructure must
+leave it unchanged; a deliberate change of the interface regenerates it with
+``python tests/test_cli_options.py`` and shows up in review as a diff of that file.
 """
 
 from __future__ import annotations

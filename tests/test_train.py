@@ -92,7 +92,7 @@ def test_partial_protocol_freezes_first_blocks(synth, tmp_path):
 
 def nan_at_second_step(monkeypatch):
     """Make the trainer's loss NaN at its second call, once."""
-    import seps.train as st
+    import seps.train.loop as st
 
     class NanOnce(st.SEPSLoss):
         calls = 0
@@ -306,7 +306,7 @@ def test_killed_generation_leaves_no_partial_dataset(tmp_path, monkeypatch):
 def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monkeypatch):
     import shutil
 
-    import seps.train as st
+    import seps.train.data as train_data
     from seps.text import tokenizer_from_json, tokenizer_hash
 
     out = tmp_path / "run"
@@ -321,7 +321,7 @@ def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monk
     def no_building(*args, **kwargs):
         raise AssertionError("eval --checkpoint must not build a tokenizer")
 
-    monkeypatch.setattr(st, "load_tokenizer", no_building)
+    monkeypatch.setattr(train_data, "load_tokenizer", no_building)
     args = ["eval", "--checkpoint", str(out / "checkpoint_last.pt"), "--no-progress"]
     assert main([*args, "--data-path", str(copy), "--output", str(tmp_path / "c.json")]) == 0
     assert main([*args, "--output", str(tmp_path / "o.json")]) == 0

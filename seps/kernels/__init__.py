@@ -4,102 +4,66 @@ Every implementation computes exactly the forward pass of SPEC.md (the same
 similarities within 1e-5 in float32, the same masks and gradients) with the
 same parameters; they differ only in speed:
 
-- ``loop``: a per-text Python loop that follows SPEC.md literally (sort all
-  patches, gather the K kept tokens, run the aggregation MLP on them for every
-  image-text pair); the baseline that the official code represents.
+- ``loop``: the reference implementation, :func:`seps.reference.loop_forward`, a
+  per-text Python loop that follows SPEC.md literally (sort all patches, gather
+  the K kept tokens, run the aggregation MLP on them for every image-text pair);
+  the baseline that the official code represents. It uses no op set.
 - ``batched``: the head's default, vectorised over texts with per-image work
-  done once per image (:meth:`seps.head.SEPSHead.batched_forward`).
+  done once per image (:meth:`seps.head.SEPSHead.batched_forward`), with the
+  eager torch ops (:data:`TORCH_OPS`).
 - ``compiled``: ``batched`` with its elementwise/reduction hot paths (top-K mask
   and extra-token softmax, HRPA maxima) under ``torch.compile``.
 - ``triton``: ``batched`` with fused Triton kernels for the top-K selection and
   the HRPA maxima; needs CUDA (or ``TRITON_INTERPRET=1`` for testing on CPU).
 
-Select one with ``SEPSHead(config, impl=name)`` or ``head.impl = name``.
+This package holds the op sets (:class:`KernelOps`) and their registry only; the
+forward passes live in :mod:`seps.head` (batched) and :mod:`seps.reference` (loop),
+which pick theirs from the :class:`Kernel` of their ``impl``. Select one with
+``SEPSHead(config, impl=name)`` or ``head.impl = name``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from torch import Tensor
+import torch
 
-from ..alignment import RowColFn, row_col_max
-from ..selection import topk_mask, weighted_softmax
-
-if TYPE_CHECKING:
-    from ..head import SEPSHead
-
-#: ``forward(head, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)``
-ForwardFn = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class KernelOps:
-    """The hot-path functions the batched forward pass calls.
-
-    topk_mask(score (..., N), k) -> 0/1 float mask of the k best (no gradient);
-    extra_weights(score (..., N), drop_weight (..., N)) -> softmax over the dropped
-        patches (SPEC.md step 5), differentiable in ``score`` and ``drop_weight``;
-    row_col_max(s, col_scale, word_mask, token_mask) -> masked row and column maxima
-        of the patch-word matrix (SPEC.md step 8), see :func:`seps.alignment.row_col_max`.
-    """
-
-    topk_mask: Callable[[Tensor, int], Tensor]
-    extra_weights: Callable[[Tensor, Tensor], Tensor]
-    row_col_max: RowColFn
-
-
-TORCH_OPS = KernelOps(topk_mask, weighted_softmax, row_col_max)
+from .base import TORCH_OPS, KernelOps, triton_interpret
+from .compiled import compiled_ops
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """One implementation: its name, a one-line description, the forward pass and
-    the hot-path functions it plugs into the batched forward pass."""
+    """One implementation: its name, a one-line description and the op set it plugs
+    into the batched forward pass; ``reference`` runs the reference per-text loop
+    (:func:`seps.reference.loop_forward`) instead, which calls no op set."""
 
     name: str
     description: str
-    forward: ForwardFn
     ops: KernelOps = TORCH_OPS
-
-
-def _batched_forward(head: SEPSHead, *inputs: Any) -> Any:
-    return head.batched_forward(*inputs)
+    reference: bool = False
 
 
 def _loop_kernel() -> Kernel:
-    from .loop import loop_forward
-
-    return Kernel("loop", "per-text loop following SPEC.md literally (baseline)", loop_forward)
+    return Kernel("loop", "per-text loop following SPEC.md literally (baseline)", reference=True)
 
 
 def _batched_kernel() -> Kernel:
-    return Kernel(
-        "batched", "vectorised over texts, per-image work once (default)", _batched_forward
-    )
+    return Kernel("batched", "vectorised over texts, per-image work once (default)")
 
 
 def _compiled_kernel() -> Kernel:
-    from .compiled import compiled_ops
-
-    return Kernel(
-        "compiled",
-        "batched with its hot paths under torch.compile",
-        _batched_forward,
-        compiled_ops(),
-    )
+    return Kernel("compiled", "batched with its hot paths under torch.compile", compiled_ops())
 
 
 def _triton_kernel() -> Kernel:
+    # Lazy import of an optional heavy dependency (not a cycle): the triton package may
+    # be missing, and TRITON_INTERPRET must be set before it is first imported.
     from .triton import triton_ops
 
-    return Kernel(
-        "triton", "batched with fused Triton kernels (top-K, HRPA)", _batched_forward, triton_ops()
-    )
+    return Kernel("triton", "batched with fused Triton kernels (top-K, HRPA)", triton_ops())
 
 
 _FACTORIES: dict[str, Callable[[], Kernel]] = {
@@ -115,18 +79,17 @@ IMPLEMENTATIONS: tuple[str, ...] = tuple(_FACTORIES)
 _CACHE: dict[str, Kernel] = {}
 
 
-def get_kernel(name: str) -> Kernel:
-    """The :class:`Kernel` called ``name``; ``ValueError`` names the allowed values."""
+def _check_name(name: str) -> None:
     if name not in _FACTORIES:
         raise ValueError(f"impl: invalid value {name!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+
+
+def get_kernel(name: str) -> Kernel:
+    """The :class:`Kernel` called ``name``; ``ValueError`` names the allowed values."""
+    _check_name(name)
     if name not in _CACHE:
         _CACHE[name] = _FACTORIES[name]()
     return _CACHE[name]
-
-
-def triton_interpret() -> bool:
-    """Whether Triton runs in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def unavailable_reason(name: str, device: str = "cpu") -> str | None:
@@ -136,8 +99,7 @@ def unavailable_reason(name: str, device: str = "cpu") -> str | None:
     interpreter, ``TRITON_INTERPRET=1``, which is for testing only: it is slow).
     ``compiled`` needs ``torch.compile`` to work (a C++ compiler on CPU).
     """
-    if name not in _FACTORIES:
-        raise ValueError(f"impl: invalid value {name!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+    _check_name(name)
     if name == "triton":
         if importlib.util.find_spec("triton") is None:
             return "the triton package is not installed"
@@ -148,8 +110,6 @@ def unavailable_reason(name: str, device: str = "cpu") -> str | None:
                 f"Triton kernels need a CUDA device (got {device!r}); "
                 "set TRITON_INTERPRET=1 to run them in the (slow) CPU interpreter"
             )
-        import torch
-
         if not torch.cuda.is_available():
             return "Triton kernels need CUDA, and torch.cuda.is_available() is False"
     return None

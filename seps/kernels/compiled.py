@@ -24,7 +24,7 @@ import torch
 
 from ..alignment import row_col_max
 from ..selection import topk_mask, weighted_softmax
-from . import KernelOps
+from .base import KernelOps
 
 
 def _lazy_compile(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ..alignment import row_col_max as torch_row_col_max
 from ..selection import weighted_softmax
-from . import KernelOps, triton_interpret
+from .base import KernelOps, triton_interpret
 
 
 @triton.jit

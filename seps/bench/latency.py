@@ -1,0 +1,230 @@
+"""The latency report: ``reports/latency.md`` and ``reports/latency.png``.
+
+:func:`run_report` measures every section (:mod:`seps.bench.sections`) in one run,
+renders the markdown (:func:`render_report`) and the speed-up plot (:func:`plot`) and
+writes both atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from ..store import atomic_write_bytes, atomic_write_text
+from .sections import (
+    device_info,
+    full_eval_section,
+    goal_section,
+    micro_section,
+    presets_section,
+    versions,
+)
+from .settings import BenchSettings
+from .workloads import caption_lengths
+
+
+def _table(rows: list[dict[str, Any]], floatfmt: str = ".4g") -> str:
+    if not rows:
+        return "(none)"
+    return tabulate(
+        [list(r.values()) for r in rows],
+        headers=list(rows[0]),
+        tablefmt="github",
+        floatfmt=floatfmt,
+    )
+
+
+def _spread(ratios: list[float]) -> str:
+    return f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{ratios[0]:.2f}x"
+
+
+def render_report(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: dict) -> str:
+    lines = ["# Latency report: HRPA and TopK kernels, whole head", ""]
+    lines += [
+        f"- device: {meta['device']}",
+        f"- versions: {json.dumps(meta['versions'])}",
+        f"- command: `{meta['command']}`",
+        f"- date: {meta['date']}",
+        f"- caption lengths: {meta['lengths_source']}",
+        f"- machine load: {meta['load']}",
+        f"- embed size C = {s.embed_size}; every number below was measured in this run"
+        + (" (QUICK: tiny sizes, numbers are not meaningful)" if s.quick else ""),
+    ]
+    if not (s.fresh_process_peak or s.device.startswith("cuda")):
+        lines.append(
+            "- peak memory: in-process growth of the peak RSS, not one fresh process per "
+            "training step as in the full report; it reads low once an earlier call grew the heap"
+        )
+    lines.append("")
+    ev1, ev5, tr = goal["eval_repeat1"], goal["eval_repeat5"], goal["train"]
+    lines += ["## Goals (code preset, ViT-224 + [CLS], batched vs loop)", ""]
+    lines += [
+        f"Evaluation, {s.eval_images} images x {s.eval_texts} texts, "
+        + ("sparse 8 / dense 24 words:" if s.quick else "sparse 20 / dense 120 words:"),
+        "",
+        "| dense captions | loop pairs/s | batched pairs/s | speed-up | max abs diff | goal 10x |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, ev in (("distinct per text", ev1), ("5 texts share one (official loader)", ev5)):
+        ok = "met" if ev["ratio"] >= 10 else "NOT met"
+        lines.append(
+            f"| {label} | {ev['loop']:.0f} | {ev['batched']:.0f} | {ev['ratio']:.2f}x "
+            f"({_spread(ev['round_ratios'])}) | {ev['max_abs_diff']:.2e} | {ok} |"
+        )
+    lines += [
+        "",
+        f"Interleaved timing ({goal['rounds']} rounds): in each round the loop evaluates "
+        f"the pairs in {s.eval_parts} text shards (it loops over texts, so its time adds "
+        "up over shards), each shard followed by one whole batched call; the loop's "
+        "time is the sum of its shards and the batched time the mean of its calls, so "
+        "both are measured over the same minutes of machine load. Throughputs and "
+        "speed-ups are means over the rounds; in parentheses the speed-up of each round.",
+    ]
+    lt, bt = tr["loop"], tr["batched"]
+    sp = lt["seconds"] / bt["seconds"]
+    fe = goal.get("full_eval")
+    if fe is not None:
+        how = "measured" if fe["measured"] else "extrapolated from the batched throughput above"
+        lines += [
+            "",
+            f"Flickr30K-size evaluation ({fe['images']} images x {fe['texts']} texts, real "
+            f"caption lengths, batched): {fe['seconds']:.1f} s ({fe['seconds'] / 60:.1f} min, "
+            f"{how}).",
+        ]
+    lines += [
+        "",
+        f"Training step, B = {tr['batch']} pairs, forward + backward:",
+        "",
+        "| impl | ms / step | peak memory (MB) |",
+        "|---|---|---|",
+        f"| loop | {lt['seconds'] * 1e3:.0f} | {lt['peak_mb']:.0f} |",
+        f"| batched | {bt['seconds'] * 1e3:.0f} | {bt['peak_mb']:.0f} |",
+        "",
+        f"Speed-up {sp:.2f}x (per round {_spread(tr['round_ratios'])}; goal 3x: "
+        f"{'met' if sp >= 3 else 'NOT met'}); peak memory "
+        f"{'not higher' if bt['peak_mb'] <= lt['peak_mb'] * 1.05 else 'HIGHER'} than loop.",
+        "",
+    ]
+    lines += [
+        "## Presets and single-difference variants (batched)",
+        "",
+        "Evaluation shard 32 x 160 (dense captions shared by 5 texts), training B = 64; "
+        "GFLOPs per pair from `torch.utils.flop_counter` on a 2 x 5 forward pass.",
+        "",
+        _table(presets),
+        "",
+    ]
+    lines += [
+        "## Micro-benchmarks",
+        "",
+        f"{s.micro_images} images x {s.micro_texts} texts per call (real caption lengths, "
+        "dense captions shared by 5 texts); TopK on sparse scores; HRPA from given tokens "
+        "against the sparse or the dense words; times in ms (lower is better), head in "
+        "pairs/s (higher is better).",
+        "",
+    ]
+    if micro["skipped"]:
+        for impl, why in micro["skipped"].items():
+            lines.append(f"- `{impl}` skipped: {why}")
+        lines.append("")
+    lines += [_table(micro["rows"]), ""]
+    lines += ["### Speed-up against loop", "", _table(speedups(micro["rows"]), ".3g"), ""]
+    return "\n".join(lines)
+
+
+def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per geometry and implementation: loop time / implementation time."""
+    base = {r["geometry"]: r for r in rows if r["impl"] == "loop"}
+    out = []
+    for r in rows:
+        b = base.get(r["geometry"])
+        if b is None:
+            continue
+        row: dict[str, Any] = {"geometry": r["geometry"], "impl": r["impl"]}
+        for key, val in r.items():
+            if key in ("geometry", "impl"):
+                continue
+            row[key] = val / b[key] if key == "head_pairs_per_s" else b[key] / val
+        out.append(row)
+    return out
+
+
+def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ups = speedups(micro["rows"])
+    keys = ["topk_ms", "hrpa_sparse_ms", "hrpa_dense_ms", "head_pairs_per_s"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax = axes[0]
+    labels = [f"{r['geometry']}\n{r['impl']}" for r in ups]
+    width = 0.2
+    for i, key in enumerate(keys):
+        ax.bar([j + i * width for j in range(len(ups))], [r[key] for r in ups], width, label=key)
+    ax.set_xticks([j + 1.5 * width for j in range(len(ups))], labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_ylabel("speed-up vs loop")
+    ax.legend(fontsize=7)
+    ax.set_title("micro-benchmarks")
+    ax = axes[1]
+    names = ["eval (distinct dense)", "eval (shared dense)", "train step"]
+    tr = goal["train"]
+    vals = [
+        goal["eval_repeat1"]["ratio"],
+        goal["eval_repeat5"]["ratio"],
+        tr["loop"]["seconds"] / tr["batched"]["seconds"],
+    ]
+    ax.bar(names, vals, color=["C0", "C1", "C2"])
+    ax.axhline(10, color="r", ls="--", lw=0.8, label="eval goal 10x")
+    ax.axhline(3, color="g", ls="--", lw=0.8, label="train goal 3x")
+    ax.set_ylabel("batched / loop")
+    ax.legend(fontsize=7)
+    ax.set_title("goals (code preset, ViT-224)")
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
+
+
+def _load() -> str:
+    try:
+        return "/".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def run_report(
+    s: BenchSettings, out_dir: Path, command_line: str, log: Callable[[str], None]
+) -> Path:
+    load_start = _load()
+    goal = goal_section(s, log)
+    goal["full_eval"] = full_eval_section(s, goal, log)
+    presets = presets_section(s, log)
+    micro = micro_section(s, log)
+    meta = {
+        "device": device_info(s.device),
+        "versions": versions(),
+        "command": command_line,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "lengths_source": caption_lengths("sparse", 1)[1],
+        "load": f"{load_start} at the start, {_load()} at the end (1/5/15-min load averages; "
+        "other processes on the machine slow every number)",
+    }
+    text = render_report(s, goal, presets, micro, meta)
+    md = out_dir / "latency.md"
+    png = out_dir / "latency.png"
+    buf = io.BytesIO()
+    plot(micro, goal, buf)
+    atomic_write_bytes(png, buf.getvalue())
+    text += f"\n![speed-ups]({png.name})\n"
+    atomic_write_text(md, text)
+    return md

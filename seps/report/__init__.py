@@ -1,0 +1,74 @@
+"""Reports regenerated from the result store: ``seps-bench report [MATRIX ...]``.
+
+A report is a pure function of the stored run records (``results/<matrix>/*.json``, schema
+``seps-bench/run/1``, written by :mod:`seps.runner`), the matrix definition and the
+paper's reported figures (``ablations/paper_figures.yaml``). Nothing here trains or
+evaluates. The same records give a byte-identical ``reports/<matrix>.md`` and the same PNG
+plots: rows follow the matrix's run order, floats have fixed formats, no clock is read,
+and files are written atomically (temp file + ``os.replace``).
+
+Statistics (:mod:`seps.stats`). Per (profile, run) the seeds are independent repetitions:
+the table shows the mean and the 95% confidence half-width ``t(0.975, n-1) * sd /
+sqrt(n)``. A variant is compared with the matrix's baseline *paired by seed* (the same seed
+gives the same data order and initial weights, so the per-seed difference removes most seed
+noise); its paired t-test marks ``*`` when the two-sided p < 0.05.
+
+The ``Cost`` section (timings, throughput, memory, parameter counts) is the last one, so
+the accuracy part of two reports can be compared as ``text.split("\\n## Cost")[0]`` even
+when the records come from machines with different speeds.
+
+One module per job, imported one way only (each imports only those below it)::
+
+    command -> render -> loss_study -> loss_plots -> loss_records
+                      -> prose, paper -> summary -> records
+                      -> plots -> records
+    (all of them) -> seps.stats, seps.formatting -> seps.store
+
+Importing this package registers the ``report`` subcommand (:mod:`.command`).
+"""
+
+from ..stats import mean_ci, paired_mark, paired_test, t_quantile, t_two_sided_p
+from . import command  # noqa: F401  (registers the subcommand on import)
+from .loss_study import loss_study_section
+from .paper import PAPER_LABEL, PaperRef, load_claims, load_paper_figures, paper_reference
+from .plots import plot_curves, plot_delta
+from .records import (
+    LABELS,
+    METRICS,
+    RECALLS,
+    RECORD_COLUMNS,
+    current_records,
+    load_results,
+    matrices_with_records,
+)
+from .render import SECTIONS, ReportData, render_report, write_report
+from .summary import summarise, summarise_current
+
+__all__ = [
+    "LABELS",
+    "METRICS",
+    "PAPER_LABEL",
+    "RECALLS",
+    "RECORD_COLUMNS",
+    "SECTIONS",
+    "PaperRef",
+    "ReportData",
+    "current_records",
+    "load_claims",
+    "load_paper_figures",
+    "load_results",
+    "loss_study_section",
+    "matrices_with_records",
+    "mean_ci",
+    "paired_mark",
+    "paired_test",
+    "paper_reference",
+    "plot_curves",
+    "plot_delta",
+    "render_report",
+    "summarise",
+    "summarise_current",
+    "t_quantile",
+    "t_two_sided_p",
+    "write_report",
+]

@@ -1,0 +1,64 @@
+"""The ``seps-bench report [MATRIX ...]`` subcommand, registered with :func:`seps.cli.command`.
+
+Kept apart from the report code so that all of the command line (arguments, messages,
+exit status) of reports is in this one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..ablations import default_root
+from ..cli import command
+from ..store import scan_records
+from .records import matrices_with_records
+from .render import write_report
+
+
+def _add_report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "matrices",
+        nargs="*",
+        metavar="MATRIX",
+        help="matrix names (ablations/matrices/<name>.yaml) or matrix files; default: every "
+        "matrix that has records under --results",
+    )
+    p.add_argument("--results", default="results", help="result store to read (default: results/)")
+    p.add_argument(
+        "--reports",
+        default="reports",
+        help="folder for <matrix>.md and its PNG plots (default: reports/)",
+    )
+    p.add_argument(
+        "--ablations",
+        help="ablation definitions folder with matrices/, differences.yaml and "
+        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
+    )
+
+
+@command(
+    "report",
+    "regenerate reports/<matrix>.md and its plots from stored results (never trains)",
+    _add_report_args,
+)
+def _run_report(args: argparse.Namespace) -> int:
+    root = Path(args.ablations) if args.ablations else default_root()
+    names = list(args.matrices) or matrices_with_records(args.results)
+    if not names:
+        print(f"no run records under {args.results}/: nothing to report", file=sys.stderr)
+        return 1
+    known = {p.stem for p in (root / "matrices").glob("*.yaml")}
+    status = 0
+    for name in names:
+        if not args.matrices and name not in known:
+            # Discovered from the store but no longer defined: say so, report the rest.
+            print(f"skipping {name}: no matrix file {root}/matrices/{name}.yaml", file=sys.stderr)
+            status = 1
+            continue
+        for err in scan_records(Path(args.results) / name)[1]:
+            print(f"warning: {err}; listed under 'Failed runs'", file=sys.stderr)
+        path = write_report(name, args.results, args.reports, root=root)
+        print(f"report: {path}")
+    return status

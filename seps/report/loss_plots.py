@@ -1,0 +1,272 @@
+"""The four plots of the loss-study section, drawn from the stored per-step records.
+
+Keep ratio and score-predictor gradient over training (one panel per decision, one line
+per ratio criterion), the ratio losses as functions of the keep ratio (analytic curve
+and measured steps), and the alignment losses. Every function returns the series it
+drew, read back from the artists, so that tests can check that the picture shows the
+stored records; a plot with nothing to show removes its file rather than leave it stale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..formatting import pyplot, save_png
+from ..losses import ratio_penalty, ratio_target_bin
+from .loss_records import (
+    CRITERIA,
+    DECISIONS,
+    PLOT_FORM,
+    align_rows,
+    is_align_variant,
+    mean_keep,
+    steps,
+)
+
+#: One colour per ratio criterion, the same in every plot.
+COLORS = {"mse": "tab:blue", "l1": "tab:green", "ce": "tab:red", "off": "tab:gray"}
+
+Lines = dict[str, tuple[list[float], list[float]]]
+
+
+def _read_lines(ax: Any) -> Lines:
+    return {
+        line.get_label(): (
+            [float(v) for v in line.get_xdata()],
+            [float(v) for v in line.get_ydata()],
+        )
+        for line in ax.get_lines()
+        if not line.get_label().startswith("_")
+    }
+
+
+def _step_means(
+    sel: pd.DataFrame, value: Callable[[Mapping[str, Any]], Any]
+) -> tuple[list[float], list[float]]:
+    """Mean over the runs (seeds) of ``value(step)`` at each global step index."""
+    per: dict[int, list[float]] = {}
+    for hist in sel["history"]:
+        for i, rec in enumerate(steps(hist)):
+            v = value(rec)
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                per.setdefault(i, []).append(float(v))
+    xs = sorted(per)
+    return [float(x) for x in xs], [float(np.mean(per[x])) for x in xs]
+
+
+def _ratio_part(done: pd.DataFrame, decision: str, crit: str) -> pd.DataFrame:
+    form = "off" if crit == "off" else PLOT_FORM
+    return done[
+        (done["align_loss"] == "triplet")
+        & (done["decision"] == decision)
+        & (done["criterion"] == crit)
+        & (done["form"] == form)
+    ]
+
+
+def _target(done: pd.DataFrame) -> float | None:
+    """The runs' common selection ratio rho (``None`` if they differ)."""
+    rhos = {float(h.get("sparse_ratio")) for h in done["head_config"] if h.get("sparse_ratio")}
+    return rhos.pop() if len(rhos) == 1 else None
+
+
+def plot_keep_ratio(done: pd.DataFrame, path: Path) -> dict[str, dict[str, Any]]:
+    """Keep-ratio trajectories per ratio criterion (``separate`` form, mean of the two
+    masks, mean over seeds), one panel per decision, the target drawn dashed."""
+    return _per_decision_plot(
+        done,
+        path,
+        mean_keep,
+        "keep ratio (mean of masks)",
+        target=True,
+        title="keep ratio over training",
+    )
+
+
+def plot_grad_norm(done: pd.DataFrame, path: Path) -> dict[str, dict[str, Any]]:
+    """Score-predictor gradient norm per step: the whole loss (solid) and the ratio loss
+    alone (dashed, ``ratio_grad_norm``), per criterion, one panel per decision."""
+    return _per_decision_plot(
+        done,
+        path,
+        lambda r: r.get("selector_grad_norm"),
+        "gradient norm at the score predictor",
+        second=lambda r: r.get("ratio_grad_norm"),
+        title="score-predictor gradient",
+    )
+
+
+def _per_decision_plot(
+    done: pd.DataFrame,
+    path: Path,
+    value: Callable[[Mapping[str, Any]], Any],
+    ylabel: str,
+    *,
+    target: bool = False,
+    second: Callable[[Mapping[str, Any]], Any] | None = None,
+    title: str,
+) -> dict[str, dict[str, Any]]:
+    panels: dict[str, Lines] = {}
+    for decision in DECISIONS:
+        lines = {}
+        for crit in CRITERIA:
+            sel = _ratio_part(done, decision, crit)
+            if sel.empty:
+                continue
+            x, y = _step_means(sel, value)
+            if x:
+                lines[crit] = (x, y)
+            if second is not None:
+                x2, y2 = _step_means(sel, second)
+                if x2:
+                    lines[f"{crit} (ratio loss only)"] = (x2, y2)
+        if lines:
+            panels[decision] = lines
+    if not panels:
+        path.unlink(missing_ok=True)
+        return {}
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False, layout="constrained"
+    )
+    out: dict[str, dict[str, Any]] = {}
+    rho = _target(done) if target else None
+    for ax, (decision, lines) in zip(axes[0], panels.items(), strict=True):
+        for label, (x, y) in lines.items():
+            crit = label.split(" ")[0]
+            style = "--" if "only" in label else "-"
+            ax.plot(x, y, style, color=COLORS[crit], label=label, linewidth=1.2)
+        drawn = _read_lines(ax)
+        if rho is not None:
+            ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target")
+        if second is not None:
+            ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set_title(f"{title}: decision={decision}", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, frameon=False)
+        out[decision] = {"lines": drawn}
+        if target:
+            out[decision]["target"] = rho
+    save_png(fig, path)
+    return out
+
+
+def _measured_ratio_terms(sel: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """(keep ratio of a mask, its ratio-loss term / lambda) of every recorded step."""
+    xs, ys = [], []
+    for hist, head_cfg in zip(sel["history"], sel["head_config"], strict=True):
+        lam = {"sparse": head_cfg["lambda_sparse"], "dense": head_cfg["lambda_dense"]}
+        for rec in steps(hist):
+            for b, term in (rec.get("ratio_parts") or {}).items():
+                if b in rec["keep_ratio"] and lam.get(b):
+                    xs.append(float(rec["keep_ratio"][b]))
+                    ys.append(float(term) / float(lam[b]))
+    return xs, ys
+
+
+def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
+    """The ratio losses as functions of one mask's keep ratio (``separate`` form):
+    analytic curves of :func:`seps.losses.ratio_penalty` and, on top, the measured
+    (keep ratio, per-branch loss term) of every recorded step of the ``separate`` runs.
+    Under CE the curve is a staircase: ratios inside the target class cost the same,
+    ratios across a class boundary differ sharply."""
+    part = done[(done["align_loss"] == "triplet") & (done["form"] == PLOT_FORM)]
+    if part.empty:
+        path.unlink(missing_ok=True)
+        return {}
+    head = part["head_config"].iloc[0]
+    rho = float(head["sparse_ratio"])
+    bins, temp = int(head.get("ratio_bins", 10)), float(head.get("ratio_ce_temperature", 0.1))
+    grid = np.linspace(0.0, 1.0, 401)
+    plt = pyplot()
+    crits = [c for c in ("mse", "l1", "ce") if (part["criterion"] == c).any()]
+    fig, axes = plt.subplots(
+        1, len(crits), figsize=(4.4 * len(crits), 3.4), squeeze=False, layout="constrained"
+    )
+    out: dict[str, Any] = {"target": rho, "bins": bins}
+    for ax, crit in zip(axes[0], crits, strict=True):
+        curve = [
+            float(
+                ratio_penalty(
+                    torch.tensor(float(r), dtype=torch.float64), rho, crit, 1.0, bins, temp
+                )
+            )
+            for r in grid
+        ]
+        ax.plot(grid, curve, color=COLORS[crit], linewidth=1.2, label=f"{crit} (analytic)")
+        pts: Lines = {}
+        sel = part[part["criterion"] == crit]
+        for decision, marker in zip(DECISIONS, ("o", "s", "^"), strict=True):
+            xs, ys = _measured_ratio_terms(sel[sel["decision"] == decision])
+            if xs:
+                sc = ax.scatter(
+                    xs, ys, s=9, marker=marker, alpha=0.5, label=f"measured, {decision}"
+                )
+                offs = sc.get_offsets()
+                pts[decision] = ([float(v) for v in offs[:, 0]], [float(v) for v in offs[:, 1]])
+        ax.axvline(rho, color="black", linestyle=":", linewidth=1)
+        if crit == "ce":
+            cls = ratio_target_bin(rho, 1.0, bins)
+            ax.axvspan(cls / bins, (cls + 1) / bins, color="tab:red", alpha=0.08)
+        ax.set_title(f"ratio loss {crit} vs keep ratio (target {rho:g})", fontsize=9)
+        ax.set_xlabel("keep ratio of one mask")
+        ax.set_ylabel("loss term / lambda", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, frameon=False)
+        out[crit] = {"curve": _read_lines(ax), "points": pts}
+    save_png(fig, path)
+    return out
+
+
+def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
+    """Left: the alignment loss per step (mean over seeds, each loss divided by its
+    first logged value so that different scales share an axis). Right: test rSum per
+    alignment loss, mean with 95% CI over seeds."""
+    rows = align_rows(done)
+    if not rows:
+        path.unlink(missing_ok=True)
+        return {}
+    part = done[[is_align_variant(h) for h in done["head_config"]]]
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
+    for row in rows:
+        sel = part[part["align_loss"] == row["align_loss"]]
+        x, y = _step_means(sel, lambda r: r.get("align"))
+        first = next((v for v in y if v), 1.0)
+        ax1.plot(x, [v / first for v in y], linewidth=1.1, label=row["align_loss"])
+    ax1.set_title("alignment loss / its first nonzero value", fontsize=9)
+    ax1.set_xlabel("training step")
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=7, frameon=False)
+    names = [r["align_loss"] for r in rows]
+    means = [r["rsum"][0] for r in rows]
+    halves = [r["rsum"][1] if r["rsum"][2] > 1 else 0.0 for r in rows]
+    bars = ax2.bar(range(len(rows)), means, yerr=halves, capsize=4, color="tab:blue", alpha=0.7)
+    ax2.set_xticks(range(len(rows)), names, rotation=20, fontsize=8)
+    ax2.set_title("test rSum per alignment loss (95% CI over seeds)", fontsize=9)
+    ax2.grid(alpha=0.3, axis="y")
+    out = {
+        "loss": _read_lines(ax1),
+        "rsum": {n: float(b.get_height()) for n, b in zip(names, bars.patches, strict=True)},
+        "seeds": {r["align_loss"]: r["seeds"] for r in rows},
+    }
+    save_png(fig, path)
+    return out
+
+
+__all__ = [
+    "COLORS",
+    "plot_alignment",
+    "plot_grad_norm",
+    "plot_keep_ratio",
+    "plot_ratio_curves",
+]

@@ -1,0 +1,157 @@
+"""The loss-study matrix's per-step records, as rows per cell of the study.
+
+The ``loss-study`` matrix (issue 6) crosses the ratio constraint's decision, criterion
+and form, and separately the alignment loss. :func:`seps.train.train` stores a per-step
+log in every record (``history[*].steps_log``: loss terms, keep ratios, gradient norms);
+this module reads it back and groups the completed runs into the cells the study
+compares (:func:`ratio_rows`, :func:`align_rows`), for the tables, statements and plots
+of :mod:`seps.report.loss_study` and :mod:`seps.report.loss_plots`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..config import CHOICES, get_config
+from ..stats import mean_ci
+
+#: Ratio criteria of the study, ``off`` meaning ``ratio_loss=off``.
+CRITERIA = ("mse", "l1", "ce", "off")
+DECISIONS = CHOICES["decision"]
+FORMS = ("unified", "separate", "eq7")
+ALIGN_LOSSES = CHOICES["align_loss"]
+#: The form the plots and seed 000's claim are read on: the paper text's form, one keep
+#: ratio per mask.
+PLOT_FORM = "separate"
+#: The paper preset's ratio setting; the alignment cells differ from it only by the loss.
+_PAPER_RATIO = {
+    k: getattr(get_config("paper"), k) for k in ("decision", "ratio_loss", "ratio_criterion")
+}
+
+
+def criterion_of(head: Mapping[str, Any]) -> str:
+    """``off`` when the ratio loss is off, else the ratio criterion (mse, l1, ce)."""
+    return "off" if head.get("ratio_loss") == "off" else str(head.get("ratio_criterion", "mse"))
+
+
+def steps(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The per-step records of a run, in order, each with its ``epoch``."""
+    out = []
+    for h in history or []:
+        for rec in h.get("steps_log") or []:
+            out.append({**rec, "epoch": h.get("epoch")})
+    return out
+
+
+def mean_keep(rec: Mapping[str, Any]) -> float:
+    """Keep ratio of a step, averaged over the branches."""
+    kr = rec.get("keep_ratio") or {}
+    return float(np.mean(list(kr.values()))) if kr else math.nan
+
+
+def completed_runs(cur: pd.DataFrame) -> pd.DataFrame:
+    """The completed current records, each run once, with the study's coordinates as
+    columns: ``decision``, ``criterion``, ``form`` (the ``ratio_loss`` setting) and
+    ``align_loss``."""
+    if cur.empty:
+        return cur
+    done = cur[cur["status"] == "done"]
+    # Two run ids with the same resolved config and seed are one run (the paper default
+    # is both a ratio cell and the official-triplet cell): count it once.
+    done = done.drop_duplicates(["profile", "key", "seed"]).copy()
+    done["decision"] = [h.get("decision") for h in done["head_config"]]
+    done["criterion"] = [criterion_of(h) for h in done["head_config"]]
+    done["form"] = [h.get("ratio_loss") for h in done["head_config"]]
+    done["align_loss"] = [h.get("align_loss", "triplet") for h in done["head_config"]]
+    return done
+
+
+def is_align_variant(head: Mapping[str, Any]) -> bool:
+    """A run that differs from the paper preset's ratio setting only by its alignment loss."""
+    return all(head.get(k) == v for k, v in _PAPER_RATIO.items())
+
+
+def _ratio_row(sel: pd.DataFrame) -> dict[str, Any]:
+    """Ratio-loss values, gradients, final keep ratio and rSum of one cell's runs."""
+    values, grads, sgrads, finals, targets = [], [], [], [], []
+    for hist, head in zip(sel["history"], sel["head_config"], strict=True):
+        st = steps(hist)
+        values += [s["ratio"] for s in st]
+        grads += [s["ratio_grad_norm"] for s in st if s.get("ratio_grad_norm") is not None]
+        sgrads += [s["selector_grad_norm"] for s in st if s.get("selector_grad_norm") is not None]
+        last = [s for s in st if s["epoch"] == st[-1]["epoch"]] if st else []
+        finals.append(float(np.mean([mean_keep(s) for s in last])) if last else math.nan)
+        targets.append(float(head.get("sparse_ratio", math.nan)))
+    return {
+        "seeds": len(sel),
+        "target": float(np.mean(targets)),
+        "keep_final": float(np.nanmean(finals)) if finals else math.nan,
+        "ratio_min": min(values) if values else math.nan,
+        "ratio_max": max(values) if values else math.nan,
+        "ratio_grad_max": max(grads) if grads else math.nan,
+        "selector_grad_mean": float(np.mean(sgrads)) if sgrads else math.nan,
+        "rsum": mean_ci([float(v) for v in sel["rsum"]]),
+        "rsum_by_seed": dict(zip(sel["seed"], sel["rsum"], strict=True)),
+    }
+
+
+def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per (decision, criterion, form) of the ratio part (official triplet)."""
+    rows = []
+    part = done[done["align_loss"] == "triplet"] if len(done) else done
+    for decision in DECISIONS:
+        for crit in CRITERIA:
+            for form in ("off",) if crit == "off" else FORMS:
+                sel = part[
+                    (part["decision"] == decision)
+                    & (part["criterion"] == crit)
+                    & (part["form"] == form)
+                ]
+                if not sel.empty:
+                    rows.append(
+                        {"decision": decision, "criterion": crit, "form": form, **_ratio_row(sel)}
+                    )
+    return rows
+
+
+def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per alignment loss (paper preset's ratio setting)."""
+    rows = []
+    if done.empty:
+        return rows
+    part = done[[is_align_variant(h) for h in done["head_config"]]]
+    for kind in ALIGN_LOSSES:
+        sel = part[part["align_loss"] == kind]
+        if sel.empty:
+            continue
+        rows.append(
+            {
+                "align_loss": kind,
+                "seeds": len(sel),
+                "rsum": mean_ci([float(v) for v in sel["rsum"]]),
+                "rsum_by_seed": dict(zip(sel["seed"], sel["rsum"], strict=True)),
+                "run_ids": sorted(set(sel["run_id"])),
+            }
+        )
+    return rows
+
+
+__all__ = [
+    "ALIGN_LOSSES",
+    "CRITERIA",
+    "DECISIONS",
+    "FORMS",
+    "PLOT_FORM",
+    "align_rows",
+    "completed_runs",
+    "criterion_of",
+    "is_align_variant",
+    "mean_keep",
+    "ratio_rows",
+    "steps",
+]

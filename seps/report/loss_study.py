@@ -1,0 +1,351 @@
+"""The loss-function study section of a report (issue 6, matrix ``loss-study``).
+
+The seeds (``000_*``, ``001_*``) argue that SEPS must use MSE for the ratio
+constraint and a hinge triplet, not cross-entropy, for alignment. This module turns
+the study's rows (:mod:`seps.report.loss_records`) into tables and statements that are
+generated from the numbers, beside the plots of :mod:`seps.report.loss_plots`:
+
+- does the ratio loss act at all under each decision (its recorded values and the
+  gradient norm it alone sends to the score predictor; SPEC.md finding "The ratio
+  loss is a constant");
+- where it acts, is MSE better than CE (final keep ratio against the target, rSum);
+- does the hardest-negative triplet beat multi-positive InfoNCE here.
+
+A matrix opts in with ``sections: [loss-study]``; :func:`loss_study_section` returns
+the markdown lines, the plots and their series, which :func:`seps.report.write_report`
+places in the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..formatting import DASH, fmt, fmt_ci, markdown_table
+from ..stats import ALPHA, paired_test
+from .loss_plots import plot_alignment, plot_grad_norm, plot_keep_ratio, plot_ratio_curves
+from .loss_records import (
+    ALIGN_LOSSES,
+    CRITERIA,
+    DECISIONS,
+    FORMS,
+    PLOT_FORM,
+    align_rows,
+    completed_runs,
+    criterion_of,
+    ratio_rows,
+    steps,
+)
+
+#: Below this, a gradient norm is float rounding, not a signal (float32 sums of ~1e4 terms).
+GRAD_ZERO = 1e-5
+
+
+# --------------------------------------------------------------------- statements
+def _f(x: float, digits: int = 3) -> str:
+    return fmt(x, digits)
+
+
+def _ci(m: tuple[float, float, int], digits: int = 1) -> str:
+    return fmt_ci(m[0], m[1], m[2], digits)
+
+
+def _acts(rows: list[dict[str, Any]], decision: str) -> tuple[bool, list[dict[str, Any]]]:
+    rs = [r for r in rows if r["decision"] == decision and r["criterion"] != "off"]
+    acts = any(
+        (r["ratio_max"] - r["ratio_min"]) > 1e-9
+        or (not math.isnan(r["ratio_grad_max"]) and r["ratio_grad_max"] > GRAD_ZERO)
+        for r in rs
+    )
+    return acts, rs
+
+
+def _paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple[float, float, float, int]:
+    seeds = sorted(set(a) & set(b))
+    return paired_test([float(a[s]) - float(b[s]) for s in seeds])
+
+
+def _diff_text(d: tuple[float, float, float, int]) -> str:
+    mean, half, p, n = d
+    if n < 2:
+        return f"{_f(mean, 1)} on {n} paired seed{'s' if n != 1 else ''} (no CI: not a conclusion)"
+    verdict = "outside seed noise" if p < ALPHA else "within seed noise"
+    return f"{_f(mean, 1)} ± {_f(half, 1)} (paired t-test p = {p:.3f}, n = {n}: {verdict})"
+
+
+def statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[str]:
+    """What the data say, each bullet citing the table or plot it rests on."""
+    out: list[str] = []
+    for decision in DECISIONS:
+        acts, rs = _acts(rows, decision)
+        if not rs:
+            continue
+        lo = min(r["ratio_min"] for r in rs)
+        hi = max(r["ratio_max"] for r in rs)
+        grads = [r["ratio_grad_max"] for r in rs if not math.isnan(r["ratio_grad_max"])]
+        g = max(grads) if grads else math.nan
+        if not acts:
+            spread = max(r["ratio_max"] - r["ratio_min"] for r in rs)
+            out.append(
+                f"- **decision={decision}: the ratio loss is a constant.** In every "
+                f"criterion and form its recorded value never changed within a run (largest "
+                f"within-run spread {spread:.1e}) and the gradient it alone sends to the score "
+                f"predictor is at most {g:.1e} (Table 1, column 'max ratio grad'; "
+                f"plot 'score-predictor gradient', dashed). This agrees with SPEC.md's finding."
+            )
+        else:
+            out.append(
+                f"- **decision={decision}: the ratio loss acts.** Its recorded value moves "
+                f"between {lo:.3g} and {hi:.3g} and the gradient it alone sends to the score "
+                f"predictor reaches {g:.3g} (Table 1; plot 'score-predictor gradient')."
+            )
+            out += _mse_vs_ce(rs)
+            out += _seed_ratio_claim(rs)
+    out += _align_statements(arows)
+    return out
+
+
+def _seed_ratio_claim(rs: list[dict[str, Any]]) -> list[str]:
+    """Seed 000's argument for MSE, checked on the paper's (``separate``) form."""
+    m = next((r for r in rs if r["criterion"] == "mse" and r["form"] == PLOT_FORM), None)
+    c = next((r for r in rs if r["criterion"] == "ce" and r["form"] == PLOT_FORM), None)
+    if m is None or c is None:
+        return []
+    em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
+    d = _paired(m["rsum_by_seed"], c["rsum_by_seed"])
+    if d[3] < 2:
+        acc = "the rSum difference has no CI (one seed)"
+    elif d[2] < ALPHA:
+        acc = f"rSum differs outside seed noise ({'MSE' if d[0] > 0 else 'CE'} higher)"
+    else:
+        acc = "rSum does not differ outside seed noise"
+    keep = (
+        "MSE holds the keep ratio closer to the target"
+        if em + 5e-4 < ec
+        else "CE holds the keep ratio closer to the target"
+        if ec + 5e-4 < em
+        else "both hold the keep ratio equally close to the target"
+    )
+    if d[3] < 2:
+        verdict = "with one seed this cannot test the seed's preference for MSE"
+    elif d[2] < ALPHA:
+        verdict = (
+            "the data support the seed's preference for MSE"
+            if d[0] > 0
+            else "the data contradict the seed's preference for MSE"
+        )
+    else:
+        verdict = "the data neither support nor refute the seed's preference for MSE"
+    return [
+        f"  - Seed `000_*` argues that the ratio is a regression target (MSE) and that CE's "
+        f"classes make nearby ratios cost very differently; the analytic curves show that "
+        f"staircase (plot 'ratio losses vs keep ratio'). In training (form `separate`), "
+        f"{keep} and {acc}; {verdict}."
+    ]
+
+
+def _mse_vs_ce(rs: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for form in FORMS:
+        m = next((r for r in rs if r["criterion"] == "mse" and r["form"] == form), None)
+        c = next((r for r in rs if r["criterion"] == "ce" and r["form"] == form), None)
+        if m is None or c is None:
+            continue
+        em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
+        closer = (
+            "both end equally close"
+            if abs(em - ec) < 5e-4
+            else ("MSE ends closer" if em < ec else "CE ends closer")
+        )
+        d = _paired(m["rsum_by_seed"], c["rsum_by_seed"])
+        out.append(
+            f"  - form={form}: final keep ratio MSE {_f(m['keep_final'])} vs CE "
+            f"{_f(c['keep_final'])} (target {m['target']:g}; {closer}; plot "
+            f"'keep ratio'). rSum MSE {_ci(m['rsum'])} vs CE {_ci(c['rsum'])}; MSE − CE = "
+            f"{_diff_text(d)} (Table 1)."
+        )
+    return out
+
+
+def _align_statements(arows: list[dict[str, Any]]) -> list[str]:
+    by = {r["align_loss"]: r for r in arows}
+    out = []
+    if "triplet_hardest" in by and "infonce" in by:
+        h, n = by["triplet_hardest"], by["infonce"]
+        d = _paired(h["rsum_by_seed"], n["rsum_by_seed"])
+        better = "higher" if d[0] > 0 else "lower" if d[0] < 0 else "equal"
+        out.append(
+            f"- **Hardest-negative triplet vs multi-positive InfoNCE:** rSum "
+            f"{_ci(h['rsum'])} vs {_ci(n['rsum'])}; triplet − InfoNCE = {_diff_text(d)}: the "
+            f"hardest-negative triplet is {better} here (Table 2; plot 'alignment losses')."
+        )
+        if d[3] >= 2 and d[2] < ALPHA and d[0] < 0:
+            out.append(
+                "  The seeds' claim that cross-entropy cannot serve retrieval with several "
+                "captions per image does not hold for the multi-positive form on this data."
+            )
+        elif d[3] >= 2 and d[2] >= ALPHA:
+            out.append(
+                "  The data do not separate the two: the seeds' argument for the triplet is "
+                "neither confirmed nor refuted at this scale."
+            )
+    if "triplet" in by:
+        base = by["triplet"]
+        for kind, row in by.items():
+            if kind == "triplet":
+                continue
+            d = _paired(row["rsum_by_seed"], base["rsum_by_seed"])
+            out.append(f"- `{kind}` − official schedule `triplet`: rSum {_diff_text(d)} (Table 2).")
+    return out
+
+
+# ------------------------------------------------------------------------- tables
+def ratio_table(rows: list[dict[str, Any]]) -> str:
+    """Table 1: one line per (decision, criterion, form) of :func:`ratio_rows`."""
+    body = [
+        [
+            r["decision"],
+            r["criterion"],
+            r["form"],
+            r["seeds"],
+            _f(r["keep_final"]),
+            f"{r['ratio_min']:.4g} .. {r['ratio_max']:.4g}",
+            DASH if math.isnan(r["ratio_grad_max"]) else f"{r['ratio_grad_max']:.2e}",
+            DASH if math.isnan(r["selector_grad_mean"]) else f"{r['selector_grad_mean']:.2e}",
+            _ci(r["rsum"]),
+        ]
+        for r in rows
+    ]
+    headers = [
+        "decision",
+        "criterion",
+        "form",
+        "seeds",
+        "final keep ratio",
+        "ratio loss min .. max (all steps)",
+        "max ratio grad",
+        "mean predictor grad",
+        "rSum",
+    ]
+    return markdown_table(body, headers)
+
+
+def align_table(arows: list[dict[str, Any]]) -> str:
+    """Table 2: one line per alignment loss of :func:`align_rows`, Δ paired by seed."""
+    base = next((r for r in arows if r["align_loss"] == "triplet"), None)
+    body = []
+    for r in arows:
+        d = (
+            _diff_text(_paired(r["rsum_by_seed"], base["rsum_by_seed"]))
+            if base is not None and r is not base
+            else "baseline"
+        )
+        body.append([r["align_loss"], r["seeds"], _ci(r["rsum"]), d])
+    return markdown_table(body, ["alignment loss", "seeds", "rSum", "Δ rSum vs triplet (official)"])
+
+
+# ------------------------------------------------------------------------ section
+#: (caption, file-name suffix, draw) of each plot, in the section's order.
+PLOTS = (
+    ("keep ratio", "keep-ratio", plot_keep_ratio),
+    ("ratio losses vs keep ratio", "ratio-curves", plot_ratio_curves),
+    ("alignment losses", "align", plot_alignment),
+    ("score-predictor gradient", "grad-norm", plot_grad_norm),
+)
+
+
+def plot_files(matrix_name: str, profile: str) -> list[str]:
+    """The PNG names of one profile's loss-study plots."""
+    return [f"{matrix_name}-{profile}-{suffix}.png" for _, suffix, _ in PLOTS]
+
+
+def loss_study_section(
+    cur: pd.DataFrame, matrix_name: str, out_dir: Path
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """Markdown lines, plots (caption -> file) and the plotted series of the study,
+    one subsection per profile (``<matrix>-<profile>-<plot>.png``). Plot files of
+    profiles without records are removed rather than left stale."""
+    done = completed_runs(cur)
+    profiles = sorted(str(p) for p in done["profile"].dropna().unique()) if len(done) else []
+    keep = {f for p in profiles for f in plot_files(matrix_name, p)}
+    for stale in out_dir.glob(f"{matrix_name}-*.png"):
+        ours = any(stale.name.endswith(f"-{suffix}.png") for _, suffix, _ in PLOTS)
+        if ours and stale.name not in keep:
+            stale.unlink()
+    if not profiles:
+        return [], {}, {}
+    lines = ["## Loss study", ""]
+    plots: dict[str, str] = {}
+    series: dict[str, Any] = {}
+    for profile in profiles:
+        sub, sub_plots, sub_series = _profile_section(
+            done[done["profile"] == profile], matrix_name, profile, out_dir
+        )
+        lines += [f"### Profile `{profile}`", "", *sub]
+        plots.update(sub_plots)
+        series[profile] = sub_series
+    return lines, plots, series
+
+
+def _profile_section(
+    done: pd.DataFrame, matrix_name: str, profile: str, out_dir: Path
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    plots: dict[str, str] = {}
+    series: dict[str, Any] = {}
+    for caption, suffix, draw in PLOTS:
+        name = f"{matrix_name}-{profile}-{suffix}.png"
+        drawn = draw(done, out_dir / name)
+        if drawn:
+            plots[f"{caption} ({profile})"] = name
+            series[suffix] = drawn
+    rows, arows = ratio_rows(done), align_rows(done)
+    lines = ["#### What the data show", "", *statements(rows, arows), ""]
+    if rows:
+        lines += [
+            "#### Table 1: ratio constraint",
+            "",
+            "Final keep ratio: mean over the last epoch's steps of the masks' mean keep ratio. "
+            "'max ratio grad': the largest L2 norm, over all steps, of the gradient of "
+            "`ratio_weight × L_ratio` alone with respect to the score predictor's parameters "
+            "(exactly 0 when the ratio loss has no graph). 'mean predictor grad': the whole "
+            "loss's gradient there. Alignment loss: official triplet schedule.",
+            "",
+            ratio_table(rows),
+            "",
+        ]
+    if arows:
+        lines += [
+            "#### Table 2: alignment losses",
+            "",
+            "Paper preset's ratio setting; rSum mean ± 95% CI over seeds; Δ is paired by seed.",
+            "",
+            align_table(arows),
+            "",
+        ]
+    for caption, name in plots.items():
+        lines += [f"![{caption}]({name})", ""]
+    return lines, plots, series
+
+
+__all__ = [
+    "ALIGN_LOSSES",
+    "CRITERIA",
+    "PLOTS",
+    "align_rows",
+    "align_table",
+    "criterion_of",
+    "loss_study_section",
+    "plot_alignment",
+    "plot_files",
+    "plot_grad_norm",
+    "plot_keep_ratio",
+    "plot_ratio_curves",
+    "ratio_rows",
+    "ratio_table",
+    "statements",
+    "steps",
+]

@@ -1,0 +1,314 @@
+"""The generated parts of a matrix report: protocol, results, findings, failures, cost.
+
+Every function returns markdown lines computed from the records or the summary alone.
+The findings ("What this run shows") state only what the paired tests support: an
+effect beyond seed noise, no detected difference (which is not equality), or a
+comparison that cannot be made, and always for this profile and dataset only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..ablations import Matrix
+from ..formatting import DASH, code, fmt, fmt_ci, fmt_count, is_missing, markdown_table
+from ..stats import ALPHA
+from .records import LABELS, METRICS, profiles
+from .summary import delta_text, p_text, seeds_text, variant_text
+
+
+# --------------------------------------------------------------------------- protocol
+def _value_counts(values: Iterable[Any]) -> str:
+    """``v`` when all records agree, else ``varies: a (2 records); b (1 record)``."""
+    counts: dict[str, int] = {}
+    for v in values:
+        key = DASH if is_missing(v) or v == "" else str(v)
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return DASH
+    if len(counts) == 1:
+        return next(iter(counts))
+    parts = [f"{k} ({n} record{'s' if n > 1 else ''})" for k, n in sorted(counts.items())]
+    return "varies: " + "; ".join(parts)
+
+
+def _dataset_text(r: Mapping[str, Any]) -> str:
+    ds = r.get("dataset")
+    if ds == "synthetic" and not is_missing(r.get("synth_images")):
+        return f"synthetic (built-in, {int(r['synth_images'])} images)"
+    return str(ds)
+
+
+def _backbones(r: Mapping[str, Any]) -> str:
+    return f"{r.get('backbone')} / {r.get('text_backbone')}"
+
+
+def protocol_lines(cur: pd.DataFrame) -> list[str]:
+    """What the numbers were measured on, one bullet per setting, ``varies`` when the
+    records disagree."""
+    recs = cur.to_dict("records")
+
+    def col(f: Callable[[Mapping[str, Any]], Any]) -> str:
+        return _value_counts(f(r) for r in recs)
+
+    def opt_int(x: Any) -> str:
+        return "no limit" if is_missing(x) else str(int(x))
+
+    seeds = sorted({int(r["seed"]) for r in recs if not is_missing(r.get("seed"))})
+    commit = col(lambda r: (r.get("git_commit") or "unknown")[:12])
+    return [
+        f"- **profile**: {col(lambda r: r['profile'])}",
+        f"- **dataset**: {col(_dataset_text)}",
+        "- **evaluation**: "
+        + col(
+            lambda r: (
+                f"{r.get('eval_split')} split"
+                + ("" if is_missing(r.get("eval_images")) else f", {int(r['eval_images'])} images")
+            )
+        ),
+        f"- **dense caption at test time** (`dense_source`): {col(lambda r: r['dense_source'])}",
+        f"- **training protocol**: {col(lambda r: r['protocol'])}",
+        "- **training**: "
+        + col(
+            lambda r: (
+                f"{r.get('epochs')} epochs, batch {r.get('batch_size')}, "
+                f"max steps/epoch {opt_int(r.get('max_steps_per_epoch'))}"
+            )
+        ),
+        f"- **backbones** (image / text): {col(_backbones)}",
+        f"- **seeds**: {', '.join(str(s) for s in seeds) or DASH}",
+        f"- **device**: {col(lambda r: r.get('device_name') or 'unknown')}",
+        f"- **torch**: {col(lambda r: r.get('torch') or 'unknown')}",
+        f"- **git commit**: {commit}",
+    ]
+
+
+# ---------------------------------------------------------------------------- results
+def results_table(summary: pd.DataFrame) -> str:
+    """The recalls ± CI and paired Δ rSum of every run of one profile."""
+    headers = [
+        "variant",
+        "what differs",
+        "seeds",
+        *(LABELS[m] for m in METRICS),
+        "Δ rSum",
+        "p (paired t)",
+    ]
+    rows = []
+    for r in summary.to_dict("records"):
+        rows.append(
+            [
+                variant_text(r),
+                r["describe"],
+                seeds_text(r),
+                *(fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"]) for m in METRICS),
+                delta_text(r),
+                p_text(r),
+            ]
+        )
+    return markdown_table(rows, headers)
+
+
+# --------------------------------------------------------------------------- findings
+def _names(rows: Sequence[Mapping[str, Any]], detail: Callable[[Mapping[str, Any]], str]) -> str:
+    return ", ".join(f"`{r['run_id']}` ({detail(r)})" for r in rows)
+
+
+def _one_seed(r: Mapping[str, Any]) -> str:
+    return f"Δ {fmt(r['delta_rsum_mean'], sign=True)} from one seed"
+
+
+def _paired_delta(r: Mapping[str, Any]) -> str:
+    return (
+        f"Δ {fmt_ci(r['delta_rsum_mean'], r['delta_rsum_ci'], r['delta_n'], sign=True)}, "
+        f"n={r['delta_n']}"
+    )
+
+
+def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
+    """The findings bullets of one profile's summary rows."""
+    lines = []
+    base = next((r for r in prof if r["is_baseline"]), None)
+    others = [r for r in prof if not r["is_baseline"]]
+    if base is None or base["n"] == 0:
+        lines.append(
+            f"- The baseline `{matrix.baseline}` has no completed run, so no variant "
+            "can be compared with it."
+        )
+    else:
+        lines.append(
+            f"- Baseline `{matrix.baseline}`: rSum "
+            f"{fmt_ci(base['rsum_mean'], base['rsum_ci'], base['n'])} over {base['n']} "
+            f"seed{'s' if base['n'] > 1 else ''}."
+        )
+    testable = [r for r in others if r["delta_n"] >= 2]
+    outside = [r for r in testable if r["delta_mark"] == "*"]
+    within = [r for r in testable if r["delta_mark"] != "*"]
+    single = [r for r in others if r["delta_n"] == 1]
+    unpaired = [r for r in others if r["delta_n"] == 0 and r["n"] > 0]
+    all_failed = [r for r in others if r["n"] == 0]
+    higher = [r for r in outside if r["delta_rsum_mean"] > 0]
+    lower = [r for r in outside if r["delta_rsum_mean"] < 0]
+    if higher:
+        lines.append(
+            "- Higher rSum than the baseline beyond seed noise (paired 95% CI excludes "
+            f"0): {_names(higher, _paired_delta)}."
+        )
+    if lower:
+        lines.append(
+            "- Lower rSum than the baseline beyond seed noise (paired 95% CI excludes "
+            f"0): {_names(lower, _paired_delta)}."
+        )
+    if within:
+        lines.append(
+            "- Within seed noise (the CI includes 0: no difference detected with this "
+            "many seeds, which does not show the variants are equal): "
+            f"{_names(within, _paired_delta)}."
+        )
+    if testable and not outside:
+        lines.append(
+            "- No variant differs from the baseline beyond seed noise at this number of seeds."
+        )
+    if len(testable) > 1:
+        lines.append(
+            f"- {len(testable)} paired tests at p < 0.05 without correction: about "
+            f"{len(testable) * ALPHA:.1f} would cross the threshold by chance alone."
+        )
+    if single:
+        lines.append(
+            "- Single paired seed, not testable (one seed cannot separate an effect "
+            f"from seed noise): {_names(single, _one_seed)}."
+        )
+    if unpaired:
+        lines.append(
+            "- No paired comparison (the baseline has no completed run on the same "
+            f"seeds): {', '.join(code(r['run_id']) for r in unpaired)}."
+        )
+    if all_failed:
+        lines.append(f"- Every seed failed: {', '.join(code(r['run_id']) for r in all_failed)}.")
+    lines.append(
+        "- These statements hold for this profile and dataset only (see Protocol); "
+        "they are not measurements of the paper's Flickr30K setting."
+    )
+    return lines
+
+
+def findings_lines(summary: pd.DataFrame, matrix: Matrix) -> list[str]:
+    """What the numbers support, per profile, without going beyond them."""
+    lines = ["## What this run shows", ""]
+    if summary.empty:
+        return [*lines, "No completed runs: nothing can be concluded yet.", ""]
+    for profile in profiles(summary):
+        prof = [r for r in summary.to_dict("records") if r["profile"] == profile]
+        lines += [f"Profile `{profile}`:", "", *_profile_findings(prof, matrix), ""]
+    return lines
+
+
+# ------------------------------------------------------------ failures and leftovers
+def failed_lines(cur: pd.DataFrame, matrix: Matrix) -> list[str]:
+    """Every current record that is not ``done``, with the first line of its error."""
+    failed = cur[cur["status"] != "done"]
+    lines = ["## Failed runs", ""]
+    if failed.empty:
+        return [*lines, "None.", ""]
+    order = {r.id: i for i, r in enumerate(matrix.runs)}
+    failed = failed.assign(_o=failed["run_id"].map(order)).sort_values(
+        ["profile", "_o", "seed"], kind="stable"
+    )
+    rows = []
+    for r in failed.to_dict("records"):
+        # The first line of the error ("Type: message"); the traceback stays in the record.
+        first = str(r["error"] or "").strip().splitlines()
+        seed = DASH if is_missing(r["seed"]) else int(r["seed"])
+        rows.append(
+            [r["run_id"], r["profile"] or DASH, seed, r["status"], first[0] if first else DASH]
+        )
+    return [*lines, markdown_table(rows, ["variant", "profile", "seed", "status", "error"]), ""]
+
+
+def other_lines(
+    matrix: Matrix, all_recs: pd.DataFrame, cur: pd.DataFrame, superseded: pd.DataFrame
+) -> list[str]:
+    """Runs of the matrix without a record, and records the report does not use (runs no
+    longer in the matrix, superseded records); nothing when there are none."""
+    lines: list[str] = []
+    missing = []
+    for profile in profiles(cur):
+        have = set(cur[cur["profile"] == profile]["run_id"])
+        absent = [r.id for r in matrix.runs if r.id not in have]
+        if absent:
+            missing.append(f"- profile `{profile}`: {', '.join(code(a) for a in absent)}")
+    if missing:
+        lines += ["## Not run yet", "", "Runs of the matrix without a stored record:", ""]
+        lines += [*missing, ""]
+    ids = {r.id for r in matrix.runs}
+    stray = sorted(set(all_recs["run_id"].dropna()) - ids)
+    if stray or not superseded.empty:
+        lines += ["## Records not used", ""]
+        if stray:
+            lines.append(
+                "- Records of runs that are not in the matrix (any more): "
+                + ", ".join(code(s) for s in stray)
+                + "."
+            )
+        if not superseded.empty:
+            lines.append(
+                "- Superseded by a newer record of the same run, profile and seed (the "
+                "run's config changed): " + ", ".join(code(f) for f in superseded["file"]) + "."
+            )
+        lines.append("")
+    return lines
+
+
+# ------------------------------------------------------------------------------ cost
+def cost_lines(summary: pd.DataFrame) -> list[str]:
+    """Timings, throughput, memory and parameter counts: the report's last section, so
+    that the accuracy part of two reports compares as ``text.split("\\n## Cost")[0]``."""
+    lines = [
+        "## Cost",
+        "",
+        "Machine- and load-dependent (means over completed seeds); kept apart from the "
+        "accuracy sections above.",
+        "",
+    ]
+    if summary.empty:
+        return [*lines, "No completed runs.", ""]
+    headers = [
+        "profile",
+        "variant",
+        "parameters",
+        "trainable",
+        "train time (s)",
+        "train pairs/s",
+        "eval pairs/s",
+        "peak memory (MiB)",
+    ]
+    rows = []
+    for r in summary.to_dict("records"):
+        mem = r["peak_memory_bytes"]
+        rows.append(
+            [
+                r["profile"],
+                variant_text(r),
+                fmt_count(r["parameters"]),
+                fmt_count(r["trainable_parameters"]),
+                fmt(r["train_seconds_mean"]),
+                fmt(r["train_pairs_per_second_mean"], 0),
+                fmt(r["eval_pairs_per_second_mean"], 0),
+                DASH if is_missing(mem) else fmt(mem / 2**20, 0),
+            ]
+        )
+    return [*lines, markdown_table(rows, headers), ""]
+
+
+__all__ = [
+    "cost_lines",
+    "failed_lines",
+    "findings_lines",
+    "other_lines",
+    "protocol_lines",
+    "results_table",
+]

@@ -1,0 +1,103 @@
+"""Training and evaluation of the full model, and the ``train`` / ``eval`` commands.
+
+One concept per module, imported one way only (top to bottom)::
+
+    command          the ``train`` / ``eval`` subcommands (argparse; registered on import)
+    loop             the training loop: train(), RunState, DivergedError, finish()
+    evaluation       encode_split(), evaluate_model()
+    features         frozen-backbone features and their on-disk cache
+    data             dataset folder, tokenizer, image and caption tensors of a split
+    distributed      torchrun set-up (Dist, init_distributed) and the DDP TrainStep
+    checkpoints      writing and reading run checkpoints and their tokenizer
+    run_environment  seeding, environment() record, peak memory
+
+This package re-exports the public API, so ``from seps.train import train`` etc. work;
+importing it registers the two subcommands with :mod:`seps.cli`.
+"""
+
+from __future__ import annotations
+
+from ..train_config import DATASETS, PROTOCOLS, TrainConfig
+from .checkpoints import (
+    CHECKPOINT_FORMAT,
+    atomic_torch_save,
+    check_same_tokenizer,
+    checkpoint_tokenizer,
+    load_run_checkpoint,
+    save_run_checkpoint,
+)
+from .command import train_config_from_args
+from .data import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImageStore,
+    SplitTensors,
+    TextTable,
+    build_tokenizer,
+    check_data_dir,
+    load,
+    prepare_data_dir,
+    split_tensors,
+    subset,
+    synthetic_path,
+)
+from .distributed import Dist, TrainStep, barrier, data_parallel, init_distributed
+from .evaluation import encode_split, evaluate_model
+from .features import backbone_features, cached_features
+from .loop import (
+    DivergedError,
+    RunState,
+    build_run,
+    finish,
+    grad_norm,
+    ratio_grad_norm,
+    set_dropout,
+    train,
+)
+from .run_environment import environment, epoch_seed, peak_memory, seed_everything
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "DATASETS",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "PROTOCOLS",
+    "Dist",
+    "DivergedError",
+    "ImageStore",
+    "RunState",
+    "SplitTensors",
+    "TextTable",
+    "TrainConfig",
+    "TrainStep",
+    "atomic_torch_save",
+    "backbone_features",
+    "barrier",
+    "build_run",
+    "build_tokenizer",
+    "cached_features",
+    "check_data_dir",
+    "check_same_tokenizer",
+    "checkpoint_tokenizer",
+    "data_parallel",
+    "encode_split",
+    "environment",
+    "epoch_seed",
+    "evaluate_model",
+    "finish",
+    "grad_norm",
+    "init_distributed",
+    "load",
+    "load_run_checkpoint",
+    "peak_memory",
+    "prepare_data_dir",
+    "ratio_grad_norm",
+    "save_run_checkpoint",
+    "seed_everything",
+    "set_dropout",
+    "split_tensors",
+    "subset",
+    "synthetic_path",
+    "train",
+    "train_config_from_args",
+]

@@ -1,0 +1,108 @@
+"""Run checkpoints: writing them whole, reading them with clear errors, and their tokenizer.
+
+A run checkpoint (``<out>/checkpoint_last.pt``, written by :func:`seps.train.train` after
+every epoch) holds the model, optimiser, scheduler and run state, the configs and the
+tokenizer, under ``"format": "seps-bench/1"``. :func:`checkpoint_tokenizer` is the one
+place that reads the stored tokenizer back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import SEPSConfig
+from ..model import ModelSpec
+from ..store import temp_path
+from ..text import tokenizer_from_json, tokenizer_hash, tokenizer_to_json
+from ..train_config import TrainConfig
+
+#: the ``"format"`` entry of every run checkpoint
+CHECKPOINT_FORMAT = "seps-bench/1"
+
+
+def atomic_torch_save(path: Path, obj: Any) -> None:
+    """``torch.save`` that leaves ``path`` whole (old or new) if killed mid-write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_run_checkpoint(
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    state: dict[str, Any],
+    cfg: TrainConfig,
+    seps_cfg: SEPSConfig,
+    spec: ModelSpec,
+    tokenizer: Any,
+) -> None:
+    """Write a run checkpoint atomically (``state``: the run state as a dict)."""
+    atomic_torch_save(
+        path,
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "state": state,
+            "train_config": cfg.to_dict(),
+            "seps_config": seps_cfg.to_dict(),
+            "model_spec": spec.to_dict(),
+            "tokenizer": tokenizer_to_json(tokenizer),
+            "format": CHECKPOINT_FORMAT,
+        },
+    )
+
+
+def load_run_checkpoint(path: Path) -> dict[str, Any]:
+    """A ``checkpoint_last.pt`` written by :func:`train`, with a clear error otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"checkpoint {str(path)!r}: file not found")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r}: not a readable torch file ({exc})") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        keys = list(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(
+            f"checkpoint {str(path)!r}: expected a seps-bench run checkpoint (key 'format' = "
+            f"'{CHECKPOINT_FORMAT}'), got {keys}; for an official model_best.pth use --official"
+        )
+    missing = [k for k in ("model", "train_config", "seps_config", "model_spec") if k not in ckpt]
+    if missing:
+        raise ValueError(f"checkpoint {str(path)!r}: missing keys {missing}")
+    return ckpt
+
+
+def checkpoint_tokenizer(ckpt: dict[str, Any], path: Path) -> Any | None:
+    """The tokenizer stored in a run checkpoint (``None`` for checkpoints written before
+    the tokenizer was stored in them)."""
+    if "tokenizer" not in ckpt:
+        return None
+    try:
+        return tokenizer_from_json(ckpt["tokenizer"])
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r}: stored tokenizer unreadable ({exc})") from None
+
+
+def check_same_tokenizer(ckpt: dict[str, Any], tokenizer: Any, path: Path) -> None:
+    """A run resumes only with the tokenizer it was trained with (the ids the
+    embeddings learned); checkpoints written before tokenizers were stored pass."""
+    stored = checkpoint_tokenizer(ckpt, path)
+    if stored is None:
+        return
+    saved = tokenizer_hash(stored)
+    if saved != tokenizer_hash(tokenizer):
+        raise ValueError(
+            f"checkpoint {str(path)!r}: trained with tokenizer {saved}, but this run builds "
+            f"{tokenizer_hash(tokenizer)} (its captions or --tokenizer changed); "
+            "use a new --out or remove the checkpoint"
+        )

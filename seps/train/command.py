@@ -1,0 +1,331 @@
+"""The ``seps-bench train`` and ``seps-bench eval`` subcommands.
+
+The whole command line of this package lives here: the arguments of both subcommands,
+:func:`train_config_from_args` (arguments -> :class:`TrainConfig`), and the two runners,
+registered with :func:`seps.cli.command` on import. ``train`` trains one variant and
+evaluates it (:func:`seps.train.loop.train`); ``eval`` scores a run checkpoint, or an
+official ``model_best.pth`` with ``--official``, under a dense-caption protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..cli import command
+from ..config import PRESETS, SEPSConfig, get_config, parse_override
+from ..devices import check_device, resolve_device
+from ..evaluate import DENSE_SOURCES
+from ..model import ModelSpec, SEPSModel, build_model
+from ..official import load_checkpoint
+from ..store import atomic_write_json
+from ..text import load_tokenizer
+from ..train_config import DATASETS, PROTOCOLS, TrainConfig
+from .checkpoints import checkpoint_tokenizer, load_run_checkpoint
+from .data import build_tokenizer, load, prepare_data_dir, split_tensors
+from .evaluation import evaluate_model
+from .features import cached_features
+from .loop import DivergedError, train
+from .run_environment import environment
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="code", help=f"head preset: {', '.join(PRESETS)}")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a head switch or hyper-parameter, e.g. --set hrpa=mean_topk (repeatable)",
+    )
+    p.add_argument(
+        "--dataset",
+        default="synthetic",
+        choices=DATASETS,
+        help="synthetic (built in, generated on first use), f30k or coco",
+    )
+    p.add_argument(
+        "--data-path",
+        help="dataset folder in the official layout (f30k/coco), or "
+        "where the synthetic set is generated (default data/synth-<n>-s<seed>)",
+    )
+    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="drop missing or unreadable images (fully decoded to check) with their captions "
+        "instead of stopping; the count is recorded",
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
+    p.add_argument(
+        "--dense-source",
+        default="query",
+        choices=DENSE_SOURCES,
+        help="dense-caption protocol at evaluation: query (official, leaks the "
+        "answer image's description), candidate (fair), none, shuffled (control)",
+    )
+    p.add_argument("--out", default="runs/default", help="run folder (checkpoints, result.json)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    _add_common(p)
+    p.add_argument(
+        "--protocol",
+        default="finetune",
+        choices=PROTOCOLS,
+        help="finetune (all train; backbones at lr x backbone-lr-mult), partial "
+        "(first --freeze-layers blocks frozen), frozen (cached backbone features)",
+    )
+    p.add_argument("--freeze-layers", type=int, default=1, help="blocks frozen by 'partial'")
+    p.add_argument("--epochs", type=int, default=6, help="training epochs")
+    p.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
+    p.add_argument("--lr", type=float, default=2e-4, help="learning rate of head+projections")
+    p.add_argument(
+        "--backbone-lr-mult",
+        type=float,
+        default=0.1,
+        help="backbone lr factor (official 0.1; use 1.0 for random-init backbones)",
+    )
+    p.add_argument(
+        "--backbone",
+        default="tiny-vit",
+        help="tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
+    )
+    p.add_argument("--backbone-source", default="timm", choices=("timm", "hf"))
+    p.add_argument("--pretrained", help="'hub' or a local weights path (default random init)")
+    p.add_argument("--image-size", type=int, default=64, help="square input resolution")
+    p.add_argument("--text-backbone", default="tiny-bert", help="tiny-bert or a BERT name/folder")
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer folder or hub name (default: trained offline on the training captions)",
+    )
+    p.add_argument("--synth-images", type=int, default=5000, help="size of the synthetic set")
+    p.add_argument("--max-steps-per-epoch", type=int, help="cap on steps per epoch")
+    p.add_argument(
+        "--val-images",
+        type=int,
+        default=100,
+        help="dev images evaluated after every epoch (0: none)",
+    )
+    p.add_argument(
+        "--max-violation-from",
+        type=int,
+        default=1,
+        help="first epoch of the hardest-negative triplet (official 1; epochs before it "
+        "sum over all negatives)",
+    )
+    p.add_argument("--no-augment", action="store_true", help="no caption augmentation")
+    p.add_argument(
+        "--dropout",
+        type=float,
+        help="set every dropout probability of both backbones (default: theirs)",
+    )
+    p.add_argument(
+        "--on-nonfinite",
+        default="skip",
+        choices=("skip", "stop"),
+        help="a step with a non-finite loss or gradient: skip it and count it (default; the "
+        "run is recorded as diverged if a whole epoch is skipped or the weights end "
+        "non-finite), or stop the run as diverged",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
+
+
+def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values = {
+        "dataset": args.dataset,
+        "data_path": args.data_path,
+        "image_dir": args.image_dir,
+        "device": args.device,
+        "dense_source": args.dense_source,
+        "out_dir": args.out,
+        "seed": args.seed,
+        "progress": not args.no_progress,
+    }
+    for name in (
+        "protocol",
+        "freeze_layers",
+        "epochs",
+        "batch_size",
+        "lr",
+        "backbone_lr_mult",
+        "backbone",
+        "backbone_source",
+        "pretrained",
+        "image_size",
+        "text_backbone",
+        "tokenizer",
+        "synth_images",
+        "max_steps_per_epoch",
+        "val_images",
+        "dropout",
+        "max_violation_from",
+        "skip_bad_images",
+        "on_nonfinite",
+    ):
+        if hasattr(args, name):
+            values[name] = getattr(args, name)
+    if hasattr(args, "no_augment"):
+        values["augment"] = not args.no_augment
+    return TrainConfig(**values)
+
+
+def _summary(result: dict[str, Any]) -> str:
+    m = result["metrics"]
+    keys = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+    rec = " ".join(f"{k}={m[k]:.1f}" for k in keys)
+    return f"rsum={m['rsum']:.1f} {rec} (dense_source={result['dense_source']})"
+
+
+@command("train", "train one variant and evaluate it (writes <out>/result.json)", _add_train_args)
+def _run_train(args: argparse.Namespace) -> int:
+    check_device(args.device)
+    seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
+    cfg = train_config_from_args(args)
+    try:
+        result = train(cfg, seps_cfg, resume=args.resume)
+    except DivergedError as exc:
+        print(f"seps-bench train: diverged: {exc} -> {cfg.out_dir}/result.json", file=sys.stderr)
+        return 1
+    if "metrics" not in result:  # a non-zero torchrun rank: rank 0 reports
+        return 0
+    print(
+        _summary(result) + f" | train {result['train_seconds']:.0f}s -> {cfg.out_dir}/result.json"
+    )
+    return 0
+
+
+def _add_eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a run's checkpoint_last.pt, or an official model_best.pth with --official",
+    )
+    p.add_argument(
+        "--official", action="store_true", help="the checkpoint is an official SEPS model_best.pth"
+    )
+    p.add_argument("--split", default="test", help="split to evaluate (default test)")
+    p.add_argument(
+        "--dense-source",
+        default="query",
+        choices=DENSE_SOURCES,
+        help="query (official), candidate (fair), none, shuffled (control)",
+    )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=DATASETS,
+        help="dataset kind (default: the run's; f30k for --official)",
+    )
+    p.add_argument("--data-path", help="dataset folder (default: the one the run trained on)")
+    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
+    p.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="drop missing or unreadable images with their captions instead of stopping",
+    )
+    p.add_argument(
+        "--preset",
+        default="code",
+        help="--official only: head preset whose naming the checkpoint uses",
+    )
+    p.add_argument(
+        "--vision",
+        help="--official only: transformers config of the vision "
+        "backbone (folder or hub name; default from the checkpoint's opt)",
+    )
+    p.add_argument("--text", help="--official only: BERT config folder or hub name")
+    p.add_argument(
+        "--tokenizer",
+        help="--official only: tokenizer folder or hub name (default bert-base-uncased)",
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N]")
+    p.add_argument("--output", help="result JSON path (default next to the checkpoint)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, Path]:
+    """Config, model, tokenizer and data folder for ``seps-bench eval``."""
+    check_device(args.device)
+    common = dict(
+        skip_bad_images=args.skip_bad_images,
+        dense_source=args.dense_source,
+        eval_split=args.split,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    if args.official:
+        if not args.data_path:
+            raise ValueError(
+                "--data-path: required with --official (a folder in the official layout)"
+            )
+        model = load_checkpoint(
+            args.checkpoint, vision=args.vision, text=args.text, preset=args.preset
+        )
+        cfg = TrainConfig(
+            dataset=args.dataset or "f30k",
+            data_path=args.data_path,
+            image_dir=args.image_dir,
+            image_size=model.img_enc.image_size,
+            tokenizer=args.tokenizer or "bert-base-uncased",
+            **common,
+        )
+        data_dir = prepare_data_dir(cfg)
+        return cfg, model, load_tokenizer(cfg.tokenizer), data_dir
+    ckpt = load_run_checkpoint(Path(args.checkpoint))
+    tc = dict(ckpt["train_config"])
+    tc["lr_milestones"] = tuple(tc["lr_milestones"])
+    tc.update(common)
+    for key in ("data_path", "image_dir", "dataset"):
+        if getattr(args, key):
+            tc[key] = getattr(args, key)
+    cfg = TrainConfig(**tc)
+    model = build_model(ModelSpec(**ckpt["model_spec"]), SEPSConfig(**ckpt["seps_config"]))
+    model.load_state_dict(ckpt["model"])
+    data_dir = prepare_data_dir(cfg)
+    tokenizer = checkpoint_tokenizer(ckpt, Path(args.checkpoint))
+    if tokenizer is None:  # an older checkpoint: rebuild it from the training captions
+        warnings.warn(
+            f"checkpoint {args.checkpoint!r} holds no tokenizer (written by an older "
+            "seps-bench); rebuilding it from the training captions",
+            stacklevel=1,
+        )
+        tokenizer = build_tokenizer(cfg, data_dir)
+    return cfg, model, tokenizer, data_dir
+
+
+@command("eval", "evaluate a checkpoint under a dense-caption protocol", _add_eval_args)
+def _run_eval(args: argparse.Namespace) -> int:
+    cfg, model, tokenizer, data_dir = _eval_setup(args)
+    device = resolve_device(cfg.device)
+    model = model.to(device)
+    split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
+    feats = None
+    if cfg.protocol == "frozen":
+        spec = ModelSpec(image_size=cfg.image_size)
+        feats = cached_features(model, split, cfg, spec, device, "eval")
+    t0 = time.perf_counter()
+    metrics = evaluate_model(model, split, device, cfg, feats=feats, progress=cfg.progress)
+    result = {
+        "metrics": metrics,
+        "dense_source": cfg.dense_source,
+        "split": cfg.eval_split,
+        "checkpoint": str(args.checkpoint),
+        "official": bool(args.official),
+        "eval_seconds": time.perf_counter() - t0,
+        "seps_config": model.config.to_dict(),
+        "environment": environment(),
+    }
+    out = Path(
+        args.output
+        or Path(args.checkpoint).with_name(f"eval-{cfg.eval_split}-{cfg.dense_source}.json")
+    )
+    atomic_write_json(out, result)
+    print(_summary(result) + f" -> {out}")
+    return 0

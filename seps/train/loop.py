@@ -1,0 +1,453 @@
+"""The training loop: one run from config to ``result.json``.
+
+One run = :class:`TrainConfig` (data, encoders, protocol, optimisation) + a
+:class:`seps.config.SEPSConfig` (the head's switches). :func:`train` follows the
+official ``train.py``:
+
+- AdamW with the official parameter groups (backbones at ``lr * backbone_lr_mult``),
+  weight decay 1e-4, MultiStepLR (milestones, gamma 0.3);
+- hinge triplet summed over all negatives in epoch 0 with the loss scaled by the
+  warm-up factor ``i / n_batches``, hardest negative from ``max_violation_from`` on;
+- gradient clipping at 2.0; bf16 autocast on CUDA;
+- a non-finite loss skips the step and is counted (the official code zeroes it silently).
+
+Protocols: ``finetune`` (everything trains), ``partial`` (the embeddings and the first
+``freeze_layers`` blocks of both backbones are frozen), ``frozen`` (backbone tokens are
+computed once, cached on disk with safetensors, and only the projections and the head
+train; caption augmentation is then off because the cached text states are fixed).
+
+Determinism: every epoch re-seeds Python, NumPy and PyTorch from ``(seed, epoch)`` and
+draws its caption order from that seed, so a run resumed from its epoch checkpoint
+reproduces the uninterrupted run exactly on the CPU.
+
+Here: :func:`train` (and :func:`finish`, the final evaluation and ``result.json``), the
+run state kept in checkpoints (:class:`RunState`), :class:`DivergedError`, and the
+per-step gradient norms of the score predictor (:func:`grad_norm`, :func:`ratio_grad_norm`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..config import SEPSConfig
+from ..faults import kill_point
+from ..losses import SEPSLoss, keep_ratios
+from ..model import (
+    ModelSpec,
+    SEPSModel,
+    build_model,
+    count_parameters,
+    freeze_first_layers,
+    parameter_groups,
+)
+from ..store import atomic_write_json
+from ..text import tokenizer_hash
+from ..train_config import TrainConfig
+from .checkpoints import check_same_tokenizer, load_run_checkpoint, save_run_checkpoint
+from .data import build_tokenizer, load, prepare_data_dir, split_tensors, subset
+from .distributed import TrainStep, barrier, data_parallel, init_distributed
+from .evaluation import evaluate_model
+from .features import cached_features
+from .run_environment import environment, epoch_seed, peak_memory, seed_everything
+
+
+@dataclass
+class RunState:
+    epoch: int = -1  # last completed epoch
+    history: list[dict[str, Any]] = field(default_factory=list)
+    nonfinite_steps: int = 0
+    train_seconds: float = 0.0
+    #: ``{"epoch", "step"}`` of the first step whose loss or gradient was not finite.
+    first_nonfinite: dict[str, int] | None = None
+
+
+class DivergedError(RuntimeError):
+    """Training cannot go on: a non-finite loss under ``on_nonfinite="stop"``, an epoch
+    whose every step was non-finite, or non-finite weights after training.
+
+    :attr:`info` is what the run record stores as ``divergence`` (reason, first
+    non-finite epoch and step, count of non-finite steps, steps taken); :attr:`history`
+    holds the completed epochs.
+    """
+
+    def __init__(self, reason: str, state: RunState, steps_this_epoch: int) -> None:
+        first = state.first_nonfinite or {}
+        where = f" (first at epoch {first['epoch']}, step {first['step']})" if first else ""
+        super().__init__(f"{reason}; {state.nonfinite_steps} non-finite steps{where}")
+        self.info: dict[str, Any] = {
+            "reason": reason,
+            "first_nonfinite": state.first_nonfinite,
+            "nonfinite_steps": state.nonfinite_steps,
+            "steps_done": sum(h["steps"] for h in state.history) + steps_this_epoch,
+        }
+        self.history = state.history
+
+
+def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
+    data_dir = prepare_data_dir(cfg)
+    tokenizer = build_tokenizer(cfg, data_dir)
+    spec = ModelSpec(
+        backbone=cfg.backbone,
+        backbone_source=cfg.backbone_source,
+        pretrained=cfg.pretrained,
+        image_size=cfg.image_size,
+        text_backbone=cfg.text_backbone,
+        vocab_size=len(tokenizer),
+    )
+    return tokenizer, spec, data_dir
+
+
+def _log_line(rec: dict[str, Any]) -> str:
+    parts = [f"epoch {rec['epoch']}", f"loss {rec['loss']:.3f}"]
+    if "val" in rec:
+        parts.append(f"val rsum {rec['val']['rsum']:.1f}")
+    parts.append(f"{rec['seconds']:.0f}s")
+    return " | ".join(parts)
+
+
+def _l2(tensors: Sequence[Tensor | None]) -> float:
+    """Joint L2 norm of ``tensors`` (``None`` entries count as 0)."""
+    return math.sqrt(sum(float(t.detach().float().pow(2).sum()) for t in tensors if t is not None))
+
+
+def grad_norm(params: Sequence[torch.nn.Parameter]) -> float | None:
+    """L2 norm of the accumulated ``.grad`` of ``params`` (``None`` without parameters;
+    a parameter that received no gradient counts as 0)."""
+    return _l2([p.grad for p in params]) if params else None
+
+
+def ratio_grad_norm(ratio_term: Tensor, params: Sequence[torch.nn.Parameter]) -> float | None:
+    """L2 norm of ``d ratio_term / d params``: what the ratio loss alone sends to the
+    score predictor. Exactly 0 when the term does not depend on them at all (a hard
+    top-K decision: no graph); ``None`` without parameters."""
+    if not params:
+        return None
+    if not ratio_term.requires_grad:
+        return 0.0
+    return _l2(torch.autograd.grad(ratio_term, params, retain_graph=True, allow_unused=True))
+
+
+def set_dropout(module: torch.nn.Module, p: float) -> None:
+    """Set every dropout probability of ``module`` (``TrainConfig.dropout``)."""
+    for m in module.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = p
+
+
+def train(
+    cfg: TrainConfig,
+    seps_cfg: SEPSConfig,
+    *,
+    resume: bool = False,
+    stop_after_epoch: int | None = None,
+) -> dict[str, Any]:
+    """Train, evaluate and write ``<out_dir>/result.json``; return the result record.
+
+    A checkpoint (``checkpoint_last.pt``, with the tokenizer inside) is written
+    atomically after every epoch; ``resume=True`` continues from it.
+    ``stop_after_epoch`` ends the call after that epoch (used to test resuming).
+
+    Raises:
+        DivergedError: training could not go on (see ``TrainConfig.on_nonfinite``);
+            ``result.json`` then says ``"status": "diverged"`` with where and how often.
+    """
+    try:
+        return _train(cfg, seps_cfg, resume=resume, stop_after_epoch=stop_after_epoch)
+    except DivergedError as exc:
+        if int(os.environ.get("RANK", "0")) == 0:
+            result = {
+                "status": "diverged",
+                "error": str(exc),
+                "divergence": exc.info,
+                "history": exc.history,
+                "train_config": cfg.to_dict(),
+                "environment": environment(),
+            }
+            atomic_write_json(Path(cfg.out_dir) / "result.json", result)
+        raise
+
+
+def _train(
+    cfg: TrainConfig, seps_cfg: SEPSConfig, *, resume: bool, stop_after_epoch: int | None
+) -> dict[str, Any]:
+    dist, device = init_distributed(cfg.device)
+    out = Path(cfg.out_dir)
+    if dist.main:
+        out.mkdir(parents=True, exist_ok=True)
+    seed_everything(cfg.seed)
+    if dist.main:  # rank 0 generates the data and trains the tokenizer first
+        build_run(cfg, seps_cfg)
+    barrier(dist)
+    tokenizer, spec, data_dir = build_run(cfg, seps_cfg)
+    model = build_model(spec, seps_cfg).to(device)
+    if cfg.dropout is not None:
+        set_dropout(model, cfg.dropout)
+    seps_cfg = model.config
+    if cfg.protocol == "partial":
+        freeze_first_layers(model.img_enc.visual_encoder, cfg.freeze_layers)
+        freeze_first_layers(model.txt_enc.bert, cfg.freeze_layers)
+    if cfg.protocol == "frozen":
+        for m in (model.img_enc.visual_encoder, model.txt_enc.bert):
+            m.requires_grad_(False)
+    train_split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer)
+    val_split = None
+    if cfg.val_images > 0:
+        try:
+            val_split = subset(
+                split_tensors(cfg, load(cfg, data_dir, cfg.val_split), tokenizer), cfg.val_images
+            )
+        except ValueError:
+            val_split = None  # no dev split: per-epoch validation is skipped
+    if not dist.main:
+        val_split = None  # rank 0 validates
+    train_feats = val_feats = None
+    if cfg.protocol == "frozen":
+        if dist.main:
+            cached_features(model, train_split, cfg, spec, device, "train")
+        barrier(dist)
+        train_feats = cached_features(model, train_split, cfg, spec, device, "train")
+        if val_split is not None:
+            val_feats = cached_features(model, val_split, cfg, spec, device, "val")
+    if cfg.batch_size % dist.world:
+        raise ValueError(
+            f"train config field 'batch_size': {cfg.batch_size} is not divisible by the "
+            f"{dist.world} processes"
+        )
+    step = data_parallel(TrainStep(model, dist.world, cfg.protocol == "frozen"), dist, device)
+
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, cfg.lr, cfg.backbone_lr_mult),
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+    )
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=list(cfg.lr_milestones), gamma=cfg.lr_gamma
+    )
+    criterion = SEPSLoss(seps_cfg)
+    # "The score predictor": every learnable parameter of the selection (eq. 1's
+    # MLP, the per-patch keep bias); its gradient norm is logged every step.
+    selector_params = [p for p in model.cross_net.selectors.parameters() if p.requires_grad]
+    state = RunState()
+    ckpt_path = out / "checkpoint_last.pt"
+    if resume and ckpt_path.exists():
+        ckpt = load_run_checkpoint(ckpt_path)
+        check_same_tokenizer(ckpt, tokenizer, ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        state = RunState(**ckpt["state"])
+
+    n_caps = len(train_split.captions.pieces)
+    n_batches = n_caps // cfg.batch_size
+    if cfg.max_steps_per_epoch:
+        n_batches = min(n_batches, cfg.max_steps_per_epoch)
+    if n_batches < 1:
+        raise ValueError(
+            f"batch_size {cfg.batch_size} is larger than the {n_caps} training captions"
+        )
+    use_dense = seps_cfg.uses_dense
+    c2i = torch.as_tensor(train_split.data.caption_to_image)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if device.type == "cuda"
+        else torch.autocast("cpu", enabled=False)
+    )
+    for epoch in range(state.epoch + 1, cfg.epochs):
+        t0 = time.perf_counter()
+        es = epoch_seed(cfg.seed, epoch)
+        seed_everything(es)
+        order = torch.randperm(n_caps, generator=torch.Generator().manual_seed(es))
+        text_rng = random.Random(es) if cfg.augment and cfg.protocol != "frozen" else None
+        model.train()
+        if cfg.protocol == "frozen":
+            model.img_enc.visual_encoder.eval()
+            model.txt_enc.bert.eval()
+        max_violation = epoch >= cfg.max_violation_from
+        sums = {"loss": 0.0, "align": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        ratio_sums: dict[str, float] = {}
+        step_log: list[dict[str, Any]] = []
+        steps = 0
+        bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
+        per_rank = cfg.batch_size // dist.world
+        local = slice(dist.rank * per_rank, (dist.rank + 1) * per_rank)
+        for i in bar:
+            caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
+            imgs = c2i[caps].tolist()
+            img_ids = torch.tensor(imgs, device=device)
+            dense_in = dlens_local = dlens = None
+            with autocast:
+                if train_feats is not None:
+                    img_in = train_feats["img"][imgs[local]]
+                    lens = train_feats["cap_lens"][caps]
+                    cap_in = train_feats["cap"][caps[local]][:, : int(lens.max())]
+                    if use_dense:
+                        dlens = train_feats["dense_lens"][imgs]
+                        dense_in = train_feats["dense"][imgs[local]][:, : int(dlens.max())]
+                else:
+                    img_in = train_split.images.batch(imgs[local])
+                    # Every rank tokenises and augments the whole batch, so that the
+                    # random draws and the padding match a single process.
+                    ids, lens = train_split.captions.batch(caps, text_rng)
+                    cap_in = ids[local]
+                    if use_dense:
+                        dids, dlens = train_split.dense.batch(imgs, text_rng)
+                        dense_in = dids[local]
+                if dense_in is not None and dlens is not None:
+                    dense_in, dlens_local = dense_in.to(device), dlens[local].to(device)
+                    dlens = dlens.to(device)
+                sims, masks = step(
+                    img_in.to(device),
+                    cap_in.to(device),
+                    lens[local].to(device),
+                    lens.to(device),
+                    dense_in,
+                    dlens_local,
+                    dlens,
+                )
+                alpha = i / n_batches if (cfg.warmup and epoch == 0) else 1.0
+                loss = criterion(
+                    sims, masks, img_ids, max_violation=max_violation, warmup_alpha=alpha
+                )
+            optimizer.zero_grad(set_to_none=True)
+            finite = bool(torch.isfinite(loss.total))
+            if finite:
+                ratio_gn = None
+                if dist.world == 1:
+                    ratio_gn = ratio_grad_norm(seps_cfg.ratio_weight * loss.ratio, selector_params)
+                loss.total.backward()
+                selector_gn = grad_norm(selector_params)
+                gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                # A finite loss can still have an overflowing gradient; stepping on it
+                # would write NaN into every weight.
+                finite = bool(torch.isfinite(gn))
+            if not finite:
+                state.nonfinite_steps += 1
+                if state.first_nonfinite is None:
+                    state.first_nonfinite = {"epoch": epoch, "step": i}
+                optimizer.zero_grad(set_to_none=True)
+                if cfg.on_nonfinite == "stop":
+                    reason = "non-finite loss or gradient (on_nonfinite=stop)"
+                    raise DivergedError(reason, state, steps)
+                continue
+            kill_point("train_step")
+            optimizer.step()
+            steps += 1
+            kr = {b: float(r.detach()) for b, r in keep_ratios(masks).items()}
+            step_log.append(
+                {
+                    "step": i,
+                    "loss": loss.total.item(),
+                    "align": loss.align.item(),
+                    "ratio": float(loss.ratio.detach()),
+                    "ratio_parts": {k: float(v.detach()) for k, v in loss.ratio_parts.items()},
+                    "keep_ratio": kr,
+                    "selector_grad_norm": selector_gn,
+                    "ratio_grad_norm": ratio_gn,
+                }
+            )
+            sums["loss"] += step_log[-1]["loss"]
+            sums["align"] += step_log[-1]["align"]
+            sums["ratio"] += step_log[-1]["ratio"]
+            sums["grad_norm"] += float(gn)
+            for b, r in kr.items():
+                ratio_sums[b] = ratio_sums.get(b, 0.0) + r
+            bar.set_postfix(loss=f"{sums['loss'] / steps:.2f}")
+        if steps == 0:
+            raise DivergedError(f"every step of epoch {epoch} had a non-finite loss", state, 0)
+        scheduler.step()
+        seconds = time.perf_counter() - t0
+        rec: dict[str, Any] = {
+            "epoch": epoch,
+            **{k: v / max(steps, 1) for k, v in sums.items()},
+            "keep_ratio": {b: v / max(steps, 1) for b, v in ratio_sums.items()},
+            "steps": steps,
+            "nonfinite_steps": state.nonfinite_steps,
+            "lr": [g["lr"] for g in optimizer.param_groups],
+            "seconds": seconds,
+            "train_pairs_per_second": steps * cfg.batch_size / max(seconds, 1e-9),
+            "steps_log": step_log,
+        }
+        if val_split is not None:
+            rec["val"] = evaluate_model(model, val_split, device, cfg, feats=val_feats)
+        state.history.append(rec)
+        state.epoch = epoch
+        state.train_seconds += seconds
+        if not dist.main:
+            barrier(dist)
+            continue
+        save_run_checkpoint(
+            ckpt_path,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            state=dataclasses.asdict(state),
+            cfg=cfg,
+            seps_cfg=seps_cfg,
+            spec=spec,
+            tokenizer=tokenizer,
+        )
+        barrier(dist)
+        if cfg.progress:
+            print(_log_line(rec), flush=True)
+        if stop_after_epoch is not None and epoch >= stop_after_epoch:
+            return {"interrupted_after_epoch": epoch}
+
+    if not dist.main:
+        return {"rank": dist.rank}
+    return finish(cfg, model, tokenizer, data_dir, device, state, spec)
+
+
+def finish(
+    cfg: TrainConfig,
+    model: SEPSModel,
+    tokenizer: Any,
+    data_dir: Path,
+    device: torch.device,
+    state: RunState,
+    spec: ModelSpec,
+) -> dict[str, Any]:
+    """Evaluate on ``eval_split`` and write ``result.json``."""
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise DivergedError("the trained weights are not finite", state, 0)
+    eval_split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
+    feats = None
+    if cfg.protocol == "frozen":
+        feats = cached_features(model, eval_split, cfg, spec, device, "eval")
+    t0 = time.perf_counter()
+    metrics = evaluate_model(model, eval_split, device, cfg, feats=feats, progress=cfg.progress)
+    eval_seconds = time.perf_counter() - t0
+    pairs = eval_split.data.n_images * eval_split.data.n_captions
+    result = {
+        "metrics": metrics,
+        "dense_source": cfg.dense_source,
+        "protocol": cfg.protocol,
+        "eval_split": cfg.eval_split,
+        "eval_images": eval_split.data.n_images,
+        "history": state.history,
+        "nonfinite_steps": state.nonfinite_steps,
+        "train_seconds": state.train_seconds,
+        "eval_seconds": eval_seconds,
+        "eval_pairs_per_second": pairs / max(eval_seconds, 1e-9),
+        "parameters": count_parameters(model),
+        "trainable_parameters": count_parameters(model, trainable_only=True),
+        "peak_memory_bytes": peak_memory(device),
+        "train_config": cfg.to_dict(),
+        "seps_config": model.config.to_dict(),
+        "model_spec": spec.to_dict(),
+        "tokenizer_hash": tokenizer_hash(tokenizer),
+        "environment": environment(),
+    }
+    atomic_write_json(Path(cfg.out_dir) / "result.json", result)
+    return result
