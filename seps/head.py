@@ -11,7 +11,8 @@ and a chunk of texts at a time; ``text_chunk_size`` and ``memory_budget_mb`` onl
 bound the memory (the result does not depend on them). Within a chunk the word
 padding beyond the chunk's longest caption is cut before any GEMM, and at
 evaluation the texts are taken in order of length so that little padding is left
-(the similarities come back in the callers' order). ``impl``
+(the similarities come back in the callers' order); the text-side bookkeeping of
+this (chunk size, ordering, repeated dense captions) is :mod:`seps.chunking`. ``impl``
 selects one of the interchangeable kernel implementations of :mod:`seps.kernels`
 (``batched`` by default): an op set for the batched pass, or ``loop``, the
 reference per-text loop of :mod:`seps.reference`.
@@ -19,7 +20,6 @@ reference per-text loop of :mod:`seps.reference`.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from .aggregation import TokenAggregation, pair_weights
-from .alignment import HRPA, KeptWeights, cls_word_scores, patch_word_scores, use_gram
+from .alignment import HRPA, KeptWeights, patch_word_scores, use_gram
+from .chunking import ClsColumns, TextBatch, auto_chunk_size, dense_runs, order_by_length
 from .config import SEPSConfig, get_config, keep_count
 from .kernels import Kernel, KernelOps, get_kernel
 from .reference import loop_forward
@@ -37,7 +38,6 @@ from .selection import (
     has_cls_token,
     image_self_attention,
     l2n,
-    length_mask,
     split_cls_token,
     text_global,
 )
@@ -78,103 +78,6 @@ class _ImageRows:
         self.x = st.x_sel.unbind(0)
         self.xn = st.xn.unbind(0)
         self.exp_logits = {b: e.unbind(0) for b, e in st.exp_logits.items()}
-
-
-def _dense_runs(dense: _Text | None) -> tuple[Tensor, Tensor] | None:
-    """Runs of identical consecutive dense captions: ``(rep, first)`` with ``first`` the
-    index of each run's first text and ``rep[t]`` the run of text ``t``; ``None`` when
-    no two consecutive dense captions are equal (nothing to save)."""
-    if dense is None or dense.raw.shape[0] < 2:
-        return None
-    raw, lens = dense.raw, dense.lens
-    if raw.stride(0) == 0 and lens.stride(0) == 0:
-        # One caption expanded over every text (the fair ``candidate`` protocol calls the
-        # head per image this way): a single run, without comparing B_t copies.
-        return torch.zeros(raw.shape[0], dtype=torch.long, device=raw.device), lens.new_zeros(
-            1, dtype=torch.long
-        )
-    same = (raw[1:] == raw[:-1]).flatten(1).all(dim=1) & (lens[1:] == lens[:-1])
-    if not bool(same.any()):
-        return None
-    new_run = torch.cat([same.new_ones(1), ~same])
-    rep = torch.cumsum(new_run.long(), 0) - 1
-    first = torch.nonzero(new_run).flatten()
-    return rep, first
-
-
-class _Text:
-    """One caption kind of a chunk of texts: ``raw (B_t, L, C)`` unnormalised words,
-    ``lens (B_t,)``; ``norm`` (l2-normalised words) and ``mask (B_t, L)`` are computed
-    on first use, so a caption kind that a call never aligns against costs nothing."""
-
-    def __init__(self, raw: Tensor, lens: Tensor) -> None:
-        self.raw = raw
-        self.lens = lens
-
-    @functools.cached_property
-    def norm(self) -> Tensor:
-        return l2n(self.raw)
-
-    @functools.cached_property
-    def mask(self) -> Tensor:
-        return length_mask(self.lens, self.raw.shape[1])
-
-    @functools.cached_property
-    def lens_list(self) -> list[int]:
-        return self.lens.tolist()
-
-    def words_of(self, sl: slice) -> int:
-        """The longest length among the texts ``sl``: the padding beyond it is cut."""
-        return max(self.lens_list[sl])
-
-
-class _ClsColumns:
-    """The ``[CLS]`` column of ``S_pw`` (``<u_j, l2n(cls_v)>``) of one caption kind for
-    every image, computed for a block of images at a time (:func:`cls_word_scores`)
-    as the image loop reaches it, so that at most ``block`` images' columns are held."""
-
-    def __init__(self, words: Tensor, cls_n: Tensor, budget_floats: int) -> None:
-        self.words = words
-        self.cls_n = cls_n
-        b_t, m = words.shape[:2]
-        self.block = max(1, min(cls_n.shape[0], budget_floats // max(b_t * m, 1)))
-        self._start = -1
-        self._cols: tuple[Tensor, ...] = ()
-
-    def get(self, v: int, sl: slice) -> Tensor:
-        """``(B, M)`` for image ``v`` and the texts ``sl``."""
-        start = v - v % self.block
-        if start != self._start:
-            self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
-            self._start = start
-        return self._cols[v - start][sl]
-
-
-def _by_length(texts: dict[str, _Text], kinds: set[str]) -> tuple[dict[str, _Text], Tensor] | None:
-    """The texts ordered by length for evaluation, and the inverse permutation that
-    puts results back in the callers' order; ``None`` when already in order.
-
-    Each chunk of texts is cut to its longest caption (:meth:`_Text.words_of`), so
-    chunks of similar lengths carry less padding. With the real Flickr30K caption
-    lengths (2 to 75 words, mean 13.6) the word GEMMs of a chunk in text order are
-    padded to about 2.5 times the mean; ordered, the code preset evaluates 100
-    images x 500 texts 17% faster on a 2-core CPU (5.6 vs 6.5 s). Every pair's value
-    is computed by the same operations, only its chunk neighbours change. The key is
-    the summed length of the caption kinds ``kinds`` that the alignment reads.
-    """
-    key = sum(texts[k].lens for k in kinds)
-    perm = torch.sort(key, stable=True).indices  # type: ignore[union-attr]
-    order = torch.arange(perm.shape[0], device=perm.device)
-    if bool((perm == order).all()):
-        return None
-    inv = torch.empty_like(perm)
-    inv[perm] = order
-    # One caption expanded over every text (stride 0) is the same in any order.
-    permuted = {
-        k: t if t.raw.stride(0) == t.lens.stride(0) == 0 else _Text(t.raw[perm], t.lens[perm])
-        for k, t in texts.items()
-    }
-    return permuted, inv
 
 
 class SEPSHead(nn.Module):
@@ -358,13 +261,13 @@ class SEPSHead(nn.Module):
         units = self._units(texts, n)
         runs = None
         if not self.training and not torch.is_grad_enabled():
-            runs = _dense_runs(texts.get("dense"))
+            runs = dense_runs(texts.get("dense"))
         dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
         if not dedupe:
             return self._run(st, texts, units, cfg.branches, noise)
         rep, first = runs  # type: ignore[misc]
         dense = texts["dense"]
-        uniq = {"dense": _Text(dense.raw[first], dense.lens[first])}
+        uniq = {"dense": TextBatch(dense.raw[first], dense.lens[first])}
         d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
         rest = [u for u in units if u not in dedupe]
         sims = d_sims[:, rep]  # type: ignore[index]
@@ -408,7 +311,7 @@ class SEPSHead(nn.Module):
     def _run(
         self,
         st: _ImageState,
-        texts: dict[str, _Text],
+        texts: dict[str, TextBatch],
         units: list[_Unit],
         branches: tuple[str, ...],
         noise: dict[str, tuple[Tensor, ...]],
@@ -422,7 +325,8 @@ class SEPSHead(nn.Module):
         Views come from ``unbind``/``split``, whose backward is one stack per block,
         where indexing would zero-fill a block-sized gradient for every piece. At
         evaluation over several chunks the texts are taken in order of length
-        (:func:`_by_length`) and the similarities returned in the callers' order.
+        (:func:`seps.chunking.order_by_length`) and the similarities returned in the
+        callers' order.
         """
         ops = self.kernel.ops
         b_v, n = st.x.shape[:2]
@@ -432,7 +336,7 @@ class SEPSHead(nn.Module):
         inv = None
         # Training keeps the given order: its Gumbel draws and masks are indexed by text.
         if not self.training and chunk < b_t:
-            ordered = _by_length(texts, {u.words for u in units})
+            ordered = order_by_length(texts, {u.words for u in units})
             if ordered is not None:
                 texts, inv = ordered
         with torch.no_grad():
@@ -448,7 +352,7 @@ class SEPSHead(nn.Module):
         if st.cls_n is not None:
             budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
             for u in units:
-                cls_cols[u.words] = _ClsColumns(texts[u.words].norm, st.cls_n, budget)
+                cls_cols[u.words] = ClsColumns(texts[u.words].norm, st.cls_n, budget)
         # About a dozen (V, B_t, N) tensors per branch live during a block.
         per_image = 48 * b_t * n * len(branches)
         block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
@@ -484,7 +388,7 @@ class SEPSHead(nn.Module):
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
 
-    def _units(self, texts: dict[str, _Text], n: int) -> list[_Unit]:
+    def _units(self, texts: dict[str, TextBatch], n: int) -> list[_Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2)."""
         cfg = self.config
         n_c = cfg.num_aggregated
@@ -519,28 +423,17 @@ class SEPSHead(nn.Module):
             return keep_count(n, self.config.sparse_ratio)
         return None
 
-    def _auto_chunk(self, n: int, texts: dict[str, _Text], kinds: set[str]) -> int:
-        """Texts per chunk (of one image) so that the per-chunk tensors stay small.
-
-        The largest per-text tensors of one image are the aggregation weights
-        ``(N_c, N)``, the aggregated tokens ``(N_c, C)`` and the patch-word products
-        ``(M, N)`` / ``(M, L)``. A few MB per chunk keeps them in the CPU's caches
-        (measured best near 64 texts for ViT-224 and C = 512, about 24 MB);
-        ``memory_budget_mb`` caps it. Only the caption kinds ``kinds`` that the
-        alignment units read count (the other kind's words never enter a GEMM).
-        """
+    def _auto_chunk(self, n: int, texts: dict[str, TextBatch], kinds: set[str]) -> int:
+        """Texts per chunk (of one image) so that the per-chunk tensors stay small: near
+        :attr:`cache_budget_mb` (cache-sized), at most ``memory_budget_mb``
+        (:func:`seps.chunking.auto_chunk_size`)."""
         cfg = self.config
-        n_c = max(cfg.num_aggregated, 1)
-        c = cfg.embed_size
-        words = sum(texts[k].raw.shape[1] for k in kinds)
-        per_text = 2 * (n_c * n + n_c * c + n) + words * (n + n_c + 2)
-        b_t = next(iter(texts.values())).raw.shape[0]
-        budget = min(self.memory_budget_mb, self.cache_budget_mb) * 2**20 / 4
-        return max(1, min(b_t, int(budget // max(per_text, 1))))
+        budget = min(self.memory_budget_mb, self.cache_budget_mb)
+        return auto_chunk_size(n, texts, kinds, cfg.num_aggregated, cfg.embed_size, budget)
 
     @staticmethod
-    def _text(embs: Tensor, lens: Tensor) -> _Text:
-        return _Text(embs, lens)
+    def _text(embs: Tensor, lens: Tensor) -> TextBatch:
+        return TextBatch(embs, lens)
 
     def _guides(self, branches: tuple[str, ...]) -> set[str]:
         """Caption kinds whose global embedding the selections of ``branches`` read: each
@@ -590,7 +483,7 @@ class SEPSHead(nn.Module):
         sl: slice,
         img: _ImageRows,
         sel: dict[str, tuple[Tensor, Tensor, Tensor, Tensor]],
-        texts: dict[str, _Text],
+        texts: dict[str, TextBatch],
         cls_col: Tensor | None,
         gram: Tensor | None,
         ops: KernelOps,

@@ -1,4 +1,4 @@
-"""The ablation runner: ``seps-bench run MATRIX`` and the result store.
+"""The ablation runner: plans a matrix, trains and evaluates each run, stores its record.
 
 Each run of a matrix, under a profile and a seed, is keyed by a hash of its fully
 resolved configs (:func:`seps.ablations.config_key`) and stored as one JSON record,
@@ -16,10 +16,8 @@ local Ray or to ``--ray-address``; records land in the same store.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fnmatch
-import os
 import re
 import time
 import traceback
@@ -28,19 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import train as trainer
 from .ablations import (
     Matrix,
     Profile,
     RunSpec,
     config_key,
-    default_root,
-    list_matrices,
-    load_matrix,
-    load_profile,
     resolve,
 )
-from .cli import command
-from .devices import check_device
 from .store import (
     SCHEMA,
     RecordError,
@@ -163,8 +156,6 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     steps); or ``failed`` with ``error``, ``traceback`` and ``failure_kind``
     (:func:`failure_kind`).
     """
-    from .train import DivergedError, environment, train
-
     cfg = p.train_cfg
     cfg.progress = progress
     started = time.time()
@@ -186,7 +177,8 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
         "started": started,
     }
     try:
-        result = train(cfg, p.head, resume=True)
+        # Looked up at call time (tests stand a failing trainer in for it).
+        result = trainer.train(cfg, p.head, resume=True)
         record.update(
             status="done",
             error=None,
@@ -197,7 +189,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
         record["train_pairs_per_second"] = (
             sum(h["train_pairs_per_second"] for h in hist) / len(hist) if hist else None
         )
-    except DivergedError as exc:
+    except trainer.DivergedError as exc:
         record.update(
             status="diverged",
             error=str(exc),
@@ -205,7 +197,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
             divergence=exc.info,
             history=exc.history,
             nonfinite_steps=exc.info["nonfinite_steps"],
-            environment=environment(),
+            environment=trainer.environment(),
         )
     except Exception as exc:  # recorded, the matrix goes on
         record.update(
@@ -213,7 +205,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
             failure_kind=failure_kind(exc),
-            environment=environment(),
+            environment=trainer.environment(),
         )
     record["wall_seconds"] = time.perf_counter() - t0
     atomic_write_json(record_path(results, p), record, fault_point="record_write")
@@ -389,174 +381,22 @@ def _run_ray(
             ray.shutdown()
 
 
-# ------------------------------------------------------------------------------- CLI
-def _add_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "matrix",
-        help="a matrix name in ablations/matrices/ "
-        f"({', '.join(list_matrices())}) or a path to a matrix YAML file",
-    )
-    p.add_argument(
-        "--profile",
-        default="smoke",
-        help="run size from ablations/profiles.yaml: smoke (CI), quick (CPU), paper (GPU)",
-    )
-    p.add_argument(
-        "--seeds", type=seed_list, help="comma-separated integer seeds (default: the profile's)"
-    )
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
-    p.add_argument(
-        "--dataset", choices=("synthetic", "f30k", "coco"), help="override the profile's dataset"
-    )
-    p.add_argument("--data-path", help="dataset folder (official layout) or synthetic target")
-    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
-    p.add_argument(
-        "--skip-bad-images",
-        action="store_true",
-        help="drop missing or unreadable images with their captions instead of failing the run",
-    )
-    p.add_argument("--results", default="results", help="result store (default results/)")
-    p.add_argument("--reports", default="reports", help="report folder (default reports/)")
-    p.add_argument(
-        "--backend",
-        default="local",
-        choices=("local", "ray"),
-        help="local: one run after another; ray: one Ray task per training",
-    )
-    p.add_argument("--ray-address", help="Ray cluster address (default: start a local Ray)")
-    p.add_argument("--only", help="comma-separated glob(s) over run ids, e.g. 'code*,paper'")
-    p.add_argument(
-        "--retry-failed",
-        action="store_true",
-        help="run failed and diverged runs again, and move unreadable records aside as "
-        "*.corrupt and run them again (failures caused by the environment, e.g. out of "
-        "memory, are retried without it)",
-    )
-    p.add_argument("--dry-run", action="store_true", help="print the resolved runs and exit")
-    p.add_argument("--ablations", help="ablation definitions folder (default ./ablations)")
-    p.add_argument("--no-report", action="store_true", help="do not regenerate the report")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"device": args.device}
-    if args.dataset:
-        out["dataset"] = args.dataset
-    if args.data_path:
-        out["data_path"] = args.data_path
-    if args.image_dir:
-        out["image_dir"] = args.image_dir
-    if args.skip_bad_images:
-        out["skip_bad_images"] = True
-    return out
-
-
-@command(
-    "run", "run a named ablation matrix into the result store, then write its report", _add_run_args
-)
-def _run(args: argparse.Namespace) -> int:
-    root = Path(args.ablations) if args.ablations else default_root()
-    check_device(args.device)
-    matrix = load_matrix(args.matrix, root)
-    profile = load_profile(args.profile, root)
-    seeds = args.seeds if args.seeds is not None else list(profile.seeds)
-    results = Path(args.results)
-    if args.dry_run:
-        planned = plan(matrix, profile, seeds, results, args.only, **_overrides(args))
-        print(_dry_run_table(planned, results))
-        return 0
-    check_writable(results, "--results")
-    if not args.no_report:
-        check_writable(Path(args.reports), "--reports")
-    check_data_dirs(plan(matrix, profile, seeds, results, args.only, **_overrides(args)))
-    t0 = time.perf_counter()
-    records = run_matrix(
-        matrix,
-        profile,
-        seeds,
-        results,
-        backend=args.backend,
-        only=args.only,
-        retry_failed=args.retry_failed,
-        progress=not args.no_progress,
-        ray_address=args.ray_address,
-        **_overrides(args),
-    )
-    counts = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "diverged")}
-    print(
-        f"{matrix.name}: {counts['done']} runs done, {counts['failed']} failed, "
-        f"{counts['diverged']} diverged, {len(records.unreadable)} unreadable, "
-        f"{time.perf_counter() - t0:.0f} s"
-    )
-    if not args.no_report:
-        from .report import write_report
-
-        path = write_report(matrix.name, results, Path(args.reports), root=root)
-        print(f"report: {path}")
-    return 0 if counts["done"] == len(records) and not records.unreadable else 1
-
-
-def _dry_run_table(planned: list[PlannedRun], results: Path) -> str:
-    from tabulate import tabulate
-
-    rows = []
-    for p in planned:
-        try:
-            rec = read_record(record_path(results, p))
-            stored = "-" if rec is None else rec["status"]
-        except RecordError:
-            stored = "unreadable"
-        rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
-    return tabulate(
-        rows, headers=["run", "seed", "preset", "overrides", "key", "stored"], tablefmt="github"
-    )
-
-
 def check_data_dirs(planned: list[PlannedRun]) -> None:
     """Refuse, before any training, a data folder that no run could use (one message for
     the matrix instead of one failed record per run)."""
-    from .train import check_data_dir
-
     seen = set()
     for p in planned:
         where = (p.train_cfg.dataset, p.train_cfg.data_path, p.train_cfg.synth_images)
         if where not in seen:
             seen.add(where)
-            check_data_dir(p.train_cfg)
-
-
-def seed_list(text: str) -> list[int]:
-    """``--seeds``: comma-separated integers, e.g. ``0,1,2``."""
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {text!r}; expected comma-separated integers, e.g. 0,1,2"
-        ) from None
-    if not seeds:
-        raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0 or 0,1,2")
-    return seeds
-
-
-def check_writable(folder: Path, option: str) -> None:
-    """Refuse early, in one line, a folder this process cannot create or write into
-    (rather than after the first hour of training, when the first record is written)."""
-    probe = folder / f".write-test.{os.getpid()}.tmp"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(
-            f"{option} {str(folder)!r}: cannot write there ({exc.strerror or exc}); "
-            "expected a writable folder"
-        ) from None
+            trainer.check_data_dir(p.train_cfg)
 
 
 __all__ = [
     "SCHEMA",
     "MatrixOutcome",
     "PlannedRun",
+    "check_data_dirs",
     "execute",
     "plan",
     "read_record",

@@ -42,6 +42,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "check_writable",
     "clean_stale_temps",
     "pid_alive",
     "quarantine",
@@ -122,6 +123,21 @@ def clean_stale_temps(folder: Path) -> list[Path]:
                 path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """Refuse early, in one line, a folder this process cannot create or write into
+    (rather than after the first hour of training, when the first record is written)."""
+    probe = folder / f".write-test.{os.getpid()}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(
+            f"{option} {str(folder)!r}: cannot write there ({exc.strerror or exc}); "
+            "expected a writable folder"
+        ) from None
 
 
 class RecordError(ValueError):

@@ -23,6 +23,7 @@ __all__ = [
     "TrainConfig",
     "coerce_field",
     "doc",
+    "field_kind",
 ]
 
 PROTOCOLS = ("finetune", "partial", "frozen")
@@ -43,7 +44,7 @@ def doc(default: Any, help: str | None, *, choices: tuple[str, ...] | None = Non
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _kind(annotation: str) -> tuple[str, bool]:
+def field_kind(annotation: str) -> tuple[str, bool]:
     """(base type name, optional) of a field annotation such as ``"float | None"``."""
     parts = [p.strip() for p in annotation.split("|")]
     return next(p for p in parts if p != "None"), "None" in parts
@@ -80,7 +81,7 @@ def coerce_field(name: str, value: Any) -> Any:
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     if name not in fields:
         raise ValueError(f"train config: unknown field {name!r}")
-    base, optional = _kind(str(fields[name].type))
+    base, optional = field_kind(str(fields[name].type))
     if value is None:
         if optional:
             return None

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from seps import bench
-from seps.bench import command, sections, workloads
+from seps.bench import sections, workloads
+from seps.cli import bench as command
 from seps.cli import main
 
 

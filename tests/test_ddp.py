@@ -33,6 +33,9 @@ COMMON = [
 ]
 
 
+pytestmark = pytest.mark.slow  # end-to-end: see tests/conftest.py
+
+
 def test_two_process_ddp_matches_single_process(tmp_path):
     synth = tmp_path / "synth"
     generate_synthetic(synth, n_images=60, seed=0, image_size=32)

@@ -11,8 +11,8 @@ import pytest
 
 from seps.ablations import load_matrix
 from seps.cli import main
-from seps.loss_study import CRITERIA, loss_study_section, plot_files
 from seps.report import current_records, load_results
+from seps.report.loss_study import CRITERIA, loss_study_section, plot_files
 
 PLOTS = ("keep-ratio", "ratio-curves", "align", "grad-norm")
 

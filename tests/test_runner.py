@@ -53,15 +53,6 @@ def root(tmp_path):
     return r
 
 
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    from seps.data.synth import generate_synthetic
-
-    path = tmp_path_factory.mktemp("synth")
-    generate_synthetic(path, n_images=60, seed=0, image_size=32)
-    return path
-
-
 def _run(root, results, synth, matrix="mini", **kw):
     return run_matrix(
         load_matrix(matrix, root),
@@ -138,6 +129,7 @@ def test_dry_run_lists_resolved_runs(root, tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_killed_matrix_resumes_without_losing_or_repeating_runs(root, synth, tmp_path):
     results = tmp_path / "interrupted"
     cmd = [
@@ -180,6 +172,7 @@ def test_killed_matrix_resumes_without_losing_or_repeating_runs(root, synth, tmp
         assert len(got[rec["run_id"]]["history"]) == 2
 
 
+@pytest.mark.slow
 def test_ray_backend_runs_in_local_ray(root, synth, tmp_path):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'seps-bench[ray]'")
     results = tmp_path / "ray"

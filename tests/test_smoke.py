@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from seps.cli import main
+
+pytestmark = pytest.mark.slow  # end-to-end: see tests/conftest.py
 
 
 def test_smoke_seven_differences_matrix_and_report(tmp_path, capsys):

@@ -13,13 +13,6 @@ from seps.data.synth import generate_synthetic
 from seps.train import TrainConfig, load_run_checkpoint, train
 
 
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    path = tmp_path_factory.mktemp("synth")
-    generate_synthetic(path, n_images=60, seed=0, image_size=32)
-    return path
-
-
 def tiny(synth, out, **kw) -> TrainConfig:
     values = dict(
         data_path=str(synth),

@@ -2,7 +2,6 @@
 
 One concept per module, imported one way (each only from the ones below it):
 
-- :mod:`~seps.bench.command`: the ``bench`` subcommand (options, value parsers);
 - :mod:`~seps.bench.latency`: the report: render, plot, :func:`run_report`;
 - :mod:`~seps.bench.sections`: the measurements of each section of the report;
 - :mod:`~seps.bench.settings`: :class:`BenchSettings`, full and quick;
@@ -12,14 +11,13 @@ One concept per module, imported one way (each only from the ones below it):
 - :mod:`~seps.bench.workloads`: geometries, caption lengths, inputs, heads, configs and
   the single-difference variants (read from ``ablations/differences.yaml``).
 
-Importing the package registers the subcommand with :func:`seps.cli.command`. The
-workloads are shared with ``benchmarks/``, the pytest-benchmark suites.
+The ``bench`` subcommand is :mod:`seps.cli.bench`. The workloads are shared with
+``benchmarks/``, the pytest-benchmark suites.
 """
 
 from __future__ import annotations
 
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
-from .command import bench_settings
 from .latency import plot, render_report, run_report, speedups
 from .sections import full_eval_section, goal_section, micro_section, presets_section
 from .settings import QUICK_IMPLS, QUICK_SKIPS, BenchSettings
@@ -51,7 +49,6 @@ __all__ = [
     "VARIANT_LABELS",
     "BenchSettings",
     "bench_config",
-    "bench_settings",
     "caption_lengths",
     "eval_fn",
     "full_eval_section",

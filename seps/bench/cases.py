@@ -21,6 +21,7 @@ from torch import Tensor
 from ..config import keep_count
 from ..head import SEPSHead, has_cls_token
 from ..kernels import get_kernel
+from ..reference import hrpa_for_text, select_for_text
 from ..selection import l2n
 
 
@@ -50,10 +51,6 @@ def train_fn(head: SEPSHead, inputs: list[Tensor]) -> Callable[[], None]:
 
 def topk_fn(head: SEPSHead, inputs: list[Tensor], impl: str) -> Callable[[], Any]:
     """The TopK kernel: scores -> top-K mask, extra-token weights and extra token."""
-    # A private name of the loop kernel, imported where it is used (seps/head.py and
-    # seps/kernels/ are being restructured; that change will replace this import).
-    from ..kernels.loop import _select
-
     img = inputs[0]
     x = img[:, 1:] if has_cls_token(img.shape[1]) else img
     b_v, n, _ = x.shape
@@ -66,7 +63,7 @@ def topk_fn(head: SEPSHead, inputs: list[Tensor], impl: str) -> Callable[[], Any
 
         def run_loop() -> Any:
             with torch.no_grad():
-                return [_select(head, "sparse", x, score[:, t], ()) for t in range(b_t)]
+                return [select_for_text(head, "sparse", x, score[:, t], ()) for t in range(b_t)]
 
         return run_loop
     ops = get_kernel(impl).ops
@@ -82,10 +79,6 @@ def topk_fn(head: SEPSHead, inputs: list[Tensor], impl: str) -> Callable[[], Any
 
 def hrpa_fn(head: SEPSHead, inputs: list[Tensor], impl: str, words: str = "sparse") -> Callable:
     """The HRPA kernel: alignment tokens ``(B_v, B_t, L, C)`` + words -> similarities."""
-    # As in topk_fn: a private name of the loop kernel, to be replaced with the
-    # restructure of seps/head.py and seps/kernels/.
-    from ..kernels.loop import _hrpa
-
     b_v = inputs[0].shape[0]
     cap, lens = (inputs[1], inputs[2]) if words == "sparse" else (inputs[3], inputs[4])
     b_t, m, c = cap.shape
@@ -98,9 +91,11 @@ def hrpa_fn(head: SEPSHead, inputs: list[Tensor], impl: str, words: str = "spars
 
         def run_loop() -> Tensor:
             with torch.no_grad():
-                return torch.stack(
-                    [_hrpa(head, tokens[:, t], None, u[t, : int(lens[t])]) for t in range(b_t)], 1
-                )
+                per_text = [
+                    hrpa_for_text(head, tokens[:, t], None, u[t, : int(lens[t])])
+                    for t in range(b_t)
+                ]
+                return torch.stack(per_text, 1)
 
         return run_loop
     rowcol = get_kernel(impl).ops.row_col_max

@@ -1,5 +1,9 @@
 """Data: the built-in synthetic dataset and the loader of the official layout.
 
+Modules: :mod:`seps.data.layout` (the loader), :mod:`seps.data.synth` (the generator),
+which draws its images with :mod:`seps.data.scenes` and its captions with
+:mod:`seps.data.captions`.
+
 Public names are imported lazily so that the generator does not pay for importing torch.
 """
 

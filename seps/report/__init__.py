@@ -19,16 +19,15 @@ when the records come from machines with different speeds.
 
 One module per job, imported one way only (each imports only those below it)::
 
-    command -> render -> loss_study -> loss_plots -> loss_records
-                      -> prose, paper -> summary -> records
-                      -> plots -> records
+    render -> loss_study -> loss_plots -> loss_records
+              -> prose, paper -> summary -> records
+              -> plots -> records
     (all of them) -> seps.stats, seps.formatting -> seps.store
 
-Importing this package registers the ``report`` subcommand (:mod:`.command`).
+The ``report`` subcommand is :mod:`seps.cli.report`.
 """
 
 from ..stats import mean_ci, paired_mark, paired_test, t_quantile, t_two_sided_p
-from . import command  # noqa: F401  (registers the subcommand on import)
 from .loss_study import loss_study_section
 from .paper import PAPER_LABEL, PaperRef, load_claims, load_paper_figures, paper_reference
 from .plots import plot_curves, plot_delta

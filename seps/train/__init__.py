@@ -1,8 +1,8 @@
-"""Training and evaluation of the full model, and the ``train`` / ``eval`` commands.
+"""Training and evaluation of the full model (the ``train`` / ``eval`` commands are in
+:mod:`seps.cli.train`).
 
 One concept per module, imported one way only (top to bottom)::
 
-    command          the ``train`` / ``eval`` subcommands (argparse; registered on import)
     loop             the training loop: train(), RunState, DivergedError, finish()
     evaluation       encode_split(), evaluate_model()
     features         frozen-backbone features and their on-disk cache
@@ -11,8 +11,7 @@ One concept per module, imported one way only (top to bottom)::
     checkpoints      writing and reading run checkpoints and their tokenizer
     run_environment  seeding, environment() record, peak memory
 
-This package re-exports the public API, so ``from seps.train import train`` etc. work;
-importing it registers the two subcommands with :mod:`seps.cli`.
+This package re-exports the public API, so ``from seps.train import train`` etc. work.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from .checkpoints import (
     load_run_checkpoint,
     save_run_checkpoint,
 )
-from .command import train_config_from_args
 from .data import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -99,5 +97,4 @@ __all__ = [
     "subset",
     "synthetic_path",
     "train",
-    "train_config_from_args",
 ]

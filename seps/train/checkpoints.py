@@ -76,6 +76,10 @@ def load_run_checkpoint(path: Path) -> dict[str, Any]:
             f"checkpoint {str(path)!r}: expected a seps-bench run checkpoint (key 'format' = "
             f"'{CHECKPOINT_FORMAT}'), got {keys}; for an official model_best.pth use --official"
         )
+    # The head config is "seps_config" in checkpoints and "head_config" in run records:
+    # accept either name, so that both spellings load.
+    if "seps_config" not in ckpt and "head_config" in ckpt:
+        ckpt["seps_config"] = ckpt["head_config"]
     missing = [k for k in ("model", "train_config", "seps_config", "model_spec") if k not in ckpt]
     if missing:
         raise ValueError(f"checkpoint {str(path)!r}: missing keys {missing}")

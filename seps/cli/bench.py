@@ -13,12 +13,12 @@ from pathlib import Path
 
 import torch
 
-from ..cli import command
+from ..bench.latency import run_report
+from ..bench.settings import QUICK_IMPLS, BenchSettings
+from ..bench.workloads import GEOMETRIES
 from ..devices import check_device
 from ..kernels import IMPLEMENTATIONS
-from .latency import run_report
-from .settings import QUICK_IMPLS, BenchSettings
-from .workloads import GEOMETRIES
+from .registry import command
 
 
 # One parser per kind of value. They run inside the command (not as argparse ``type=``) so

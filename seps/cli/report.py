@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from ..ablations import default_root
-from ..cli import command
+from ..report.records import matrices_with_records
+from ..report.render import write_report
 from ..store import scan_records
-from .records import matrices_with_records
-from .render import write_report
+from .registry import command
 
 
 def _add_report_args(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..cli import command
 from ..config import PRESETS, SEPSConfig, get_config, parse_override
 from ..devices import check_device, resolve_device
 from ..evaluate import DENSE_SOURCES
@@ -24,16 +23,54 @@ from ..model import ModelSpec, SEPSModel, build_model
 from ..official import load_checkpoint
 from ..store import atomic_write_json
 from ..text import load_tokenizer
-from ..train_config import DATASETS, PROTOCOLS, TrainConfig
-from .checkpoints import checkpoint_tokenizer, load_run_checkpoint
-from .data import build_tokenizer, load, prepare_data_dir, split_tensors
-from .evaluation import evaluate_model
-from .features import cached_features
-from .loop import DivergedError, train
-from .run_environment import environment
+from ..train.checkpoints import checkpoint_tokenizer, load_run_checkpoint
+from ..train.data import build_tokenizer, load, prepare_data_dir, split_tensors
+from ..train.evaluation import evaluate_model
+from ..train.features import cached_features
+from ..train.loop import DivergedError, train
+from ..train.run_environment import environment
+from ..train_config import DATASETS, TrainConfig
+from .options import add_config_flags, config_values
+from .registry import command
+
+#: TrainConfig fields that are options of both ``train`` and the shared part, in the
+#: order ``--help`` lists them.
+COMMON_FIELDS = [
+    "dataset",
+    "data_path",
+    "image_dir",
+    "skip_bad_images",
+    "device",
+    "dense_source",
+    "out_dir",
+    "seed",
+    "progress",
+]
+#: The training options of ``train`` (after the common ones).
+TRAIN_FIELDS = [
+    "protocol",
+    "freeze_layers",
+    "epochs",
+    "batch_size",
+    "lr",
+    "backbone_lr_mult",
+    "backbone",
+    "backbone_source",
+    "pretrained",
+    "image_size",
+    "text_backbone",
+    "tokenizer",
+    "synth_images",
+    "max_steps_per_epoch",
+    "val_images",
+    "max_violation_from",
+    "augment",
+    "dropout",
+    "on_nonfinite",
+]
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="code", help=f"head preset: {', '.join(PRESETS)}")
     p.add_argument(
         "--set",
@@ -42,138 +79,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="override a head switch or hyper-parameter, e.g. --set hrpa=mean_topk (repeatable)",
     )
-    p.add_argument(
-        "--dataset",
-        default="synthetic",
-        choices=DATASETS,
-        help="synthetic (built in, generated on first use), f30k or coco",
-    )
-    p.add_argument(
-        "--data-path",
-        help="dataset folder in the official layout (f30k/coco), or "
-        "where the synthetic set is generated (default data/synth-<n>-s<seed>)",
-    )
-    p.add_argument("--image-dir", help="image folder (default <data-path>/images)")
-    p.add_argument(
-        "--skip-bad-images",
-        action="store_true",
-        help="drop missing or unreadable images (fully decoded to check) with their captions "
-        "instead of stopping; the count is recorded",
-    )
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
-    p.add_argument(
-        "--dense-source",
-        default="query",
-        choices=DENSE_SOURCES,
-        help="dense-caption protocol at evaluation: query (official, leaks the "
-        "answer image's description), candidate (fair), none, shuffled (control)",
-    )
-    p.add_argument("--out", default="runs/default", help="run folder (checkpoints, result.json)")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-
-def _add_train_args(p: argparse.ArgumentParser) -> None:
-    _add_common(p)
-    p.add_argument(
-        "--protocol",
-        default="finetune",
-        choices=PROTOCOLS,
-        help="finetune (all train; backbones at lr x backbone-lr-mult), partial "
-        "(first --freeze-layers blocks frozen), frozen (cached backbone features)",
-    )
-    p.add_argument("--freeze-layers", type=int, default=1, help="blocks frozen by 'partial'")
-    p.add_argument("--epochs", type=int, default=6, help="training epochs")
-    p.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
-    p.add_argument("--lr", type=float, default=2e-4, help="learning rate of head+projections")
-    p.add_argument(
-        "--backbone-lr-mult",
-        type=float,
-        default=0.1,
-        help="backbone lr factor (official 0.1; use 1.0 for random-init backbones)",
-    )
-    p.add_argument(
-        "--backbone",
-        default="tiny-vit",
-        help="tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
-    )
-    p.add_argument("--backbone-source", default="timm", choices=("timm", "hf"))
-    p.add_argument("--pretrained", help="'hub' or a local weights path (default random init)")
-    p.add_argument("--image-size", type=int, default=64, help="square input resolution")
-    p.add_argument("--text-backbone", default="tiny-bert", help="tiny-bert or a BERT name/folder")
-    p.add_argument(
-        "--tokenizer",
-        help="tokenizer folder or hub name (default: trained offline on the training captions)",
-    )
-    p.add_argument("--synth-images", type=int, default=5000, help="size of the synthetic set")
-    p.add_argument("--max-steps-per-epoch", type=int, help="cap on steps per epoch")
-    p.add_argument(
-        "--val-images",
-        type=int,
-        default=100,
-        help="dev images evaluated after every epoch (0: none)",
-    )
-    p.add_argument(
-        "--max-violation-from",
-        type=int,
-        default=1,
-        help="first epoch of the hardest-negative triplet (official 1; epochs before it "
-        "sum over all negatives)",
-    )
-    p.add_argument("--no-augment", action="store_true", help="no caption augmentation")
-    p.add_argument(
-        "--dropout",
-        type=float,
-        help="set every dropout probability of both backbones (default: theirs)",
-    )
-    p.add_argument(
-        "--on-nonfinite",
-        default="skip",
-        choices=("skip", "stop"),
-        help="a step with a non-finite loss or gradient: skip it and count it (default; the "
-        "run is recorded as diverged if a whole epoch is skipped or the weights end "
-        "non-finite), or stop the run as diverged",
-    )
+    add_config_flags(p, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS)
     p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
-    values = {
-        "dataset": args.dataset,
-        "data_path": args.data_path,
-        "image_dir": args.image_dir,
-        "device": args.device,
-        "dense_source": args.dense_source,
-        "out_dir": args.out,
-        "seed": args.seed,
-        "progress": not args.no_progress,
-    }
-    for name in (
-        "protocol",
-        "freeze_layers",
-        "epochs",
-        "batch_size",
-        "lr",
-        "backbone_lr_mult",
-        "backbone",
-        "backbone_source",
-        "pretrained",
-        "image_size",
-        "text_backbone",
-        "tokenizer",
-        "synth_images",
-        "max_steps_per_epoch",
-        "val_images",
-        "dropout",
-        "max_violation_from",
-        "skip_bad_images",
-        "on_nonfinite",
-    ):
-        if hasattr(args, name):
-            values[name] = getattr(args, name)
-    if hasattr(args, "no_augment"):
-        values["augment"] = not args.no_augment
-    return TrainConfig(**values)
+    return TrainConfig(**config_values(args, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS))
 
 
 def _summary(result: dict[str, Any]) -> str:

@@ -1,0 +1,155 @@
+"""Text-side bookkeeping of the batched head: how the texts are held, cut and ordered.
+
+:class:`seps.head.SEPSHead` aligns each image with one chunk of texts at a time (see
+:meth:`seps.head.SEPSHead.batched_forward`). This module holds what that needs on the
+text side, none of which changes a similarity:
+
+- :class:`TextBatch`: one caption kind of the texts (raw words and lengths, with the
+  normalised words and the mask computed on first use); each chunk is cut to its
+  longest caption (:meth:`TextBatch.words_of`);
+- :func:`auto_chunk_size`: the texts per chunk when ``text_chunk_size`` is ``None``;
+- :func:`order_by_length`: the evaluation order of the texts (less padding per chunk)
+  and the inverse permutation back to the callers' order;
+- :func:`dense_runs`: the runs of identical consecutive dense captions, whose dense
+  branch evaluation computes once per run;
+- :class:`ClsColumns`: the ``[CLS]`` column of the patch-word scores, held for one
+  block of images at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from .alignment import cls_word_scores
+from .selection import l2n, length_mask
+
+__all__ = ["ClsColumns", "TextBatch", "auto_chunk_size", "dense_runs", "order_by_length"]
+
+
+class TextBatch:
+    """One caption kind of a chunk of texts: ``raw (B_t, L, C)`` unnormalised words,
+    ``lens (B_t,)``; ``norm`` (l2-normalised words) and ``mask (B_t, L)`` are computed
+    on first use, so a caption kind that a call never aligns against costs nothing."""
+
+    def __init__(self, raw: Tensor, lens: Tensor) -> None:
+        self.raw = raw
+        self.lens = lens
+
+    @functools.cached_property
+    def norm(self) -> Tensor:
+        return l2n(self.raw)
+
+    @functools.cached_property
+    def mask(self) -> Tensor:
+        return length_mask(self.lens, self.raw.shape[1])
+
+    @functools.cached_property
+    def lens_list(self) -> list[int]:
+        return self.lens.tolist()
+
+    def words_of(self, sl: slice) -> int:
+        """The longest length among the texts ``sl``: the padding beyond it is cut."""
+        return max(self.lens_list[sl])
+
+
+def auto_chunk_size(
+    n: int,
+    texts: dict[str, TextBatch],
+    kinds: set[str],
+    num_aggregated: int,
+    embed_size: int,
+    budget_mb: float,
+) -> int:
+    """Texts per chunk (of one image) so that the per-chunk tensors stay within
+    ``budget_mb``.
+
+    The largest per-text tensors of one image are the aggregation weights
+    ``(N_c, N)``, the aggregated tokens ``(N_c, C)`` and the patch-word products
+    ``(M, N)`` / ``(M, L)``. A few MB per chunk keeps them in the CPU's caches
+    (measured best near 64 texts for ViT-224 and C = 512, about 24 MB). Only the
+    caption kinds ``kinds`` that the alignment units read count (the other kind's
+    words never enter a GEMM).
+    """
+    n_c = max(num_aggregated, 1)
+    c = embed_size
+    words = sum(texts[k].raw.shape[1] for k in kinds)
+    per_text = 2 * (n_c * n + n_c * c + n) + words * (n + n_c + 2)
+    b_t = next(iter(texts.values())).raw.shape[0]
+    budget = budget_mb * 2**20 / 4
+    return max(1, min(b_t, int(budget // max(per_text, 1))))
+
+
+def order_by_length(
+    texts: dict[str, TextBatch], kinds: set[str]
+) -> tuple[dict[str, TextBatch], Tensor] | None:
+    """The texts ordered by length for evaluation, and the inverse permutation that
+    puts results back in the callers' order; ``None`` when already in order.
+
+    Each chunk of texts is cut to its longest caption (:meth:`TextBatch.words_of`), so
+    chunks of similar lengths carry less padding. With the real Flickr30K caption
+    lengths (2 to 75 words, mean 13.6) the word GEMMs of a chunk in text order are
+    padded to about 2.5 times the mean; ordered, the code preset evaluates 100
+    images x 500 texts 17% faster on a 2-core CPU (5.6 vs 6.5 s). Every pair's value
+    is computed by the same operations, only its chunk neighbours change. The key is
+    the summed length of the caption kinds ``kinds`` that the alignment reads.
+    """
+    key = sum(texts[k].lens for k in kinds)
+    perm = torch.sort(key, stable=True).indices  # type: ignore[union-attr]
+    order = torch.arange(perm.shape[0], device=perm.device)
+    if bool((perm == order).all()):
+        return None
+    inv = torch.empty_like(perm)
+    inv[perm] = order
+    # One caption expanded over every text (stride 0) is the same in any order.
+    permuted = {
+        k: t if t.raw.stride(0) == t.lens.stride(0) == 0 else TextBatch(t.raw[perm], t.lens[perm])
+        for k, t in texts.items()
+    }
+    return permuted, inv
+
+
+def dense_runs(dense: TextBatch | None) -> tuple[Tensor, Tensor] | None:
+    """Runs of identical consecutive dense captions: ``(rep, first)`` with ``first`` the
+    index of each run's first text and ``rep[t]`` the run of text ``t``; ``None`` when
+    no two consecutive dense captions are equal (nothing to save)."""
+    if dense is None or dense.raw.shape[0] < 2:
+        return None
+    raw, lens = dense.raw, dense.lens
+    if raw.stride(0) == 0 and lens.stride(0) == 0:
+        # One caption expanded over every text (the fair ``candidate`` protocol calls the
+        # head per image this way): a single run, without comparing B_t copies.
+        return torch.zeros(raw.shape[0], dtype=torch.long, device=raw.device), lens.new_zeros(
+            1, dtype=torch.long
+        )
+    same = (raw[1:] == raw[:-1]).flatten(1).all(dim=1) & (lens[1:] == lens[:-1])
+    if not bool(same.any()):
+        return None
+    new_run = torch.cat([same.new_ones(1), ~same])
+    rep = torch.cumsum(new_run.long(), 0) - 1
+    first = torch.nonzero(new_run).flatten()
+    return rep, first
+
+
+class ClsColumns:
+    """The ``[CLS]`` column of ``S_pw`` (``<u_j, l2n(cls_v)>``) of one caption kind for
+    every image, computed for a block of images at a time (:func:`seps.alignment.cls_word_scores`)
+    as the image loop reaches it, so that at most ``block`` images' columns are held."""
+
+    def __init__(self, words: Tensor, cls_n: Tensor, budget_floats: int) -> None:
+        self.words = words
+        self.cls_n = cls_n
+        b_t, m = words.shape[:2]
+        self.block = max(1, min(cls_n.shape[0], budget_floats // max(b_t * m, 1)))
+        self._start = -1
+        self._cols: tuple[Tensor, ...] = ()
+
+    def get(self, v: int, sl: slice) -> Tensor:
+        """``(B, M)`` for image ``v`` and the texts ``sl``."""
+        start = v - v % self.block
+        if start != self._start:
+            self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
+            self._start = start
+        return self._cols[v - start][sl]

@@ -1,0 +1,67 @@
+"""The ``seps-bench`` command line: all argument parsing lives in this package.
+
+One module per subcommand (``presets``, ``data``, ``train`` + ``eval``, ``run``,
+``report``, ``bench``), each parsing its options and dispatching to the library modules
+(:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`, :mod:`seps.bench`), which never
+import this package. :mod:`.options` builds ``train``'s flags from the fields of
+:class:`seps.train_config.TrainConfig`, so no default is written twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import bench, data, presets, report, run, train  # noqa: F401  (each registers its command)
+from .presets import presets_table
+from .registry import COMMANDS, command
+
+__all__ = ["COMMANDS", "build_parser", "command", "error_line", "main", "presets_table"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seps-bench",
+        description=(
+            "Ablation and reproduction suite for SEPS (Semantic-Enhanced Patch Slimming). "
+            "Every difference between the paper and the open-source code is a config switch; "
+            "see `seps-bench presets`."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_, add_args, runner) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        add_args(p)
+        p.add_argument(
+            "--debug",
+            action="store_true",
+            help="on an error, print the full Python traceback instead of the one-line message",
+        )
+        p.set_defaults(_run=runner)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args._run(args) or 0)
+    except (ValueError, OSError) as exc:  # bad input or an unusable file: one clear line
+        if getattr(args, "debug", False):
+            raise
+        print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for the user: an ``OSError`` as ``<file>: <reason>``, anything else as its
+    message with line breaks folded (a long list of keys stays one line)."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc)
+    return " ".join(text.split())

@@ -1,0 +1,5 @@
+"""``python -m seps.cli``."""
+
+from . import main
+
+raise SystemExit(main())

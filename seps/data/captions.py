@@ -1,0 +1,313 @@
+"""Captions of the synthetic dataset: the sparse and dense grammars and hallucination.
+
+:func:`sparse_captions` writes the short human-like captions of a
+`seps.data.scenes.Scene`, :func:`dense_caption` the long MLLM-like paragraph and
+:func:`hallucinate` the *stated* scene of a dense caption that says something false.
+Every random choice comes from the generator passed in, so a caption is a pure function
+of the scene and the generator state.
+
+Sparse captions (grammar)
+-------------------------
+Each of the 5 captions picks one template uniformly among those whose
+condition holds (``n`` = objects in the image), and mentions only one or two
+objects; large objects are twice as likely to be mentioned as small ones.
+``{a}``/``{b}`` are object phrases with an article ("a red star", "a big ring",
+"a small orange cross", "a hexagon"), ``{A}`` is ``{a}`` capitalised: the shape
+is always named, the colour with probability 0.75, the size (``small little
+tiny`` / ``large big``) with probability 0.35. ``{pos}`` is the cell phrase of
+``a`` ("in the top left corner", "on the left", "at the top", "in the center"),
+``{bg}`` a background phrase with article ("a striped", "a gray dotted"; the
+colour with probability 0.5), ``{bgn}`` the same without article, ``{rel}`` the
+true grid relation of ``a`` to ``b`` ("above", "to the left of", "below and to
+the right of"), ``{N}`` the object count as a word. Templates (Flickr-style,
+with a detached final " ."):
+
+=====  ===================================================  ==========
+objs   template                                             condition
+=====  ===================================================  ==========
+1      ``{A} on {bg} background .``                         --
+1      ``There is {a} {pos} .``                             --
+1      ``A picture of {a} {pos} of the frame .``            --
+1      ``Someone drew {a} on {bg} background .``            --
+1      ``{A} stands out against the {bgn} background .``    --
+1      ``{A} .``                                            --
+1      ``Just {a} on {bg} background .``                    n = 1
+1      ``An image with {a} and some other shapes .``        n >= 2
+1      ``{N} shapes , one of them is {a} .``                n >= 2
+2      ``{A} and {b} .``                                    n >= 2
+2      ``{A} {rel} {b} .``                                  n >= 2
+2      ``{A} next to {b} on {bg} background .``             n >= 2
+2      ``Two shapes : {a} and {b} .``                       n = 2
+2      ``{A} , {b} and more shapes on {bg} background .``   n >= 3
+=====  ===================================================  ==========
+
+Because a caption names one or two objects with few attributes, many images
+share the content of a caption and hard negatives are common.
+
+Dense captions (grammar)
+------------------------
+One paragraph per image, objects in reading order (row-major cells):
+
+1. intro (3 variants): "The image shows {N} shapes on a {colour} {kind} background." ...
+2. per object (3 variants): "In the {cell}, there is a {size} {colour} {shape}." ...
+3. relations of consecutive objects (reading order), for the first two pairs (the first
+   only, with 4 objects, to stay near 100 words): "The {colour} {shape} is {rel} the
+   {colour} {shape}." (adding the size, or "One ... the other one", when the two
+   objects would read the same).
+4. background (one per kind, with the stripe orientation / gradient side).
+5. closing (3 variants; a "the only object" sentence when n = 1).
+
+Hallucination
+-------------
+:func:`hallucinate` returns a *stated* scene that differs from the drawn one in one way,
+uniformly among: ``colour`` (one object gets another colour), ``shape`` (another shape),
+``size`` (the other size) or ``extra`` (a non-existent object in a free cell; not for
+4-object scenes, so no stated scene has more objects than a real one can). Which images
+get one is decided by `seps.data.synth`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .scenes import COLOURS, SHAPES, SIZES, Obj, Scene
+
+__all__ = [
+    "CAPTIONS_PER_IMAGE",
+    "dense_caption",
+    "hallucinate",
+    "sparse_captions",
+]
+
+CAPTIONS_PER_IMAGE = 5
+
+# "in the top left corner", "at the top", ...
+_CELL_PHRASES = (
+    "in the top left corner",
+    "at the top",
+    "in the top right corner",
+    "on the left",
+    "in the center",
+    "on the right",
+    "in the bottom left corner",
+    "at the bottom",
+    "in the bottom right corner",
+)
+# Noun phrases usable after "In the ...": "top left corner", "upper middle part" ...
+_CELL_NOUNS = (
+    "top left corner",
+    "upper middle part",
+    "top right corner",
+    "middle of the left side",
+    "center",
+    "middle of the right side",
+    "bottom left corner",
+    "lower middle part",
+    "bottom right corner",
+)
+_SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six")
+
+
+def _article(phrase: str) -> str:
+    return ("an " if phrase[0] in "aeiou" else "a ") + phrase
+
+
+def _relation(a: Obj, b: Obj) -> str:
+    """Grid relation of ``a`` to ``b`` ("above", "to the left of", "below and to the right of")."""
+    vert = "above" if a.row < b.row else "below" if a.row > b.row else ""
+    hor = "to the left of" if a.col < b.col else "to the right of" if a.col > b.col else ""
+    if vert and hor:
+        return f"{vert} and {hor}"
+    return vert or hor
+
+
+def _bg_phrase(scene: Scene, rng: np.random.Generator) -> str:
+    return f"{scene.bg_colour} {scene.bg_kind}" if rng.random() < 0.5 else scene.bg_kind
+
+
+def _obj_phrase(obj: Obj, rng: np.random.Generator) -> str:
+    """Sparse object phrase with article: shape always, colour p=0.75, size p=0.35."""
+    words = []
+    if rng.random() < 0.35:
+        opts = _SIZE_WORDS[obj.size]
+        words.append(opts[rng.integers(len(opts))])
+    if rng.random() < 0.75:
+        words.append(obj.colour)
+    words.append(obj.shape)
+    return _article(" ".join(words))
+
+
+# (number of objects mentioned, condition on n, template)
+_SPARSE_TEMPLATES: tuple[tuple[int, str, str], ...] = (
+    (1, "any", "{A} on {bg} background ."),
+    (1, "any", "There is {a} {pos} ."),
+    (1, "any", "A picture of {a} {pos} of the frame ."),
+    (1, "any", "Someone drew {a} on {bg} background ."),
+    (1, "any", "{A} stands out against the {bgn} background ."),
+    (1, "any", "{A} ."),
+    (1, "one", "Just {a} on {bg} background ."),
+    (1, "many", "An image with {a} and some other shapes ."),
+    (1, "many", "{N} shapes , one of them is {a} ."),
+    (2, "many", "{A} and {b} ."),
+    (2, "many", "{A} {rel} {b} ."),
+    (2, "many", "{A} next to {b} on {bg} background ."),
+    (2, "two", "Two shapes : {a} and {b} ."),
+    (2, "three+", "{A} , {b} and more shapes on {bg} background ."),
+)
+
+
+def _template_ok(cond: str, n: int) -> bool:
+    return {
+        "any": True,
+        "one": n == 1,
+        "many": n >= 2,
+        "two": n == 2,
+        "three+": n >= 3,
+    }[cond]
+
+
+def sparse_captions(
+    scene: Scene, rng: np.random.Generator, k: int = CAPTIONS_PER_IMAGE
+) -> list[str]:
+    """``k`` short captions of ``scene``, each mentioning one or two of its objects."""
+    n = len(scene.objects)
+    usable = [t for t in _SPARSE_TEMPLATES if _template_ok(t[1], n)]
+    weights = np.array([2.0 if o.size == "large" else 1.0 for o in scene.objects])
+    weights /= weights.sum()
+    out = []
+    for _ in range(k):
+        n_obj, _cond, template = usable[rng.integers(len(usable))]
+        idx = rng.choice(n, size=n_obj, replace=False, p=weights)
+        a = scene.objects[idx[0]]
+        fields: dict[str, str] = {"a": _obj_phrase(a, rng), "pos": _CELL_PHRASES[a.cell]}
+        fields["A"] = fields["a"][0].upper() + fields["a"][1:]
+        if n_obj == 2:
+            b = scene.objects[idx[1]]
+            fields["b"] = _obj_phrase(b, rng)
+            fields["rel"] = _relation(a, b)
+        bg = _bg_phrase(scene, rng)
+        fields["bg"] = _article(bg)
+        fields["bgn"] = bg
+        fields["N"] = _NUMBER_WORDS[n].capitalize()
+        out.append(template.format(**fields))
+    return out
+
+
+def _full(obj: Obj) -> str:
+    return f"{obj.size} {obj.colour} {obj.shape}"
+
+
+def _bg_sentence(scene: Scene) -> str:
+    c = scene.bg_colour
+    return {
+        "striped": f"The background is covered with {scene.bg_detail} {c} stripes of "
+        "alternating light and dark shades.",
+        "dotted": f"The background is {c} with a regular pattern of small light dots "
+        "spread evenly across it.",
+        "noisy": f"The background has a grainy, noisy {c} texture, similar to static on "
+        "an old television screen.",
+        "grassy": f"The background is a {c} texture with thin vertical streaks that "
+        "resembles a patch of grass.",
+        "checkered": f"The background shows a {c} checkerboard pattern made of light and "
+        "dark squares.",
+        "gradient": f"The background is a smooth {c} gradient that becomes lighter toward "
+        f"the {scene.bg_detail}.",
+    }[scene.bg_kind]
+
+
+def _relation_sentence(a: Obj, b: Obj) -> str:
+    """'The red star is above the blue ring.', adding the size or 'the other' when needed."""
+    rel = _relation(a, b)
+    if (a.colour, a.shape) != (b.colour, b.shape):
+        return f"The {a.colour} {a.shape} is {rel} the {b.colour} {b.shape}."
+    if a.size != b.size:
+        return f"The {_full(a)} is {rel} the {_full(b)}."
+    return f"One {a.colour} {a.shape} is {rel} the other one."
+
+
+def dense_caption(scene: Scene, rng: np.random.Generator) -> str:
+    """An MLLM-style paragraph describing every object of ``scene`` and its background."""
+    objs = scene.objects
+    n = len(objs)
+    what = "a single shape" if n == 1 else f"{_NUMBER_WORDS[n]} shapes"
+    bg = _article(f"{scene.bg_colour} {scene.bg_kind}")
+    intro = (
+        f"The image shows {what} on {bg} background.",
+        f"The image features {what} arranged on {bg} background.",
+        f"In this picture, there {'is' if n == 1 else 'are'} {what} drawn on top of {bg} "
+        "background.",
+    )
+    sentences = [intro[rng.integers(3)]]
+    for obj in objs:
+        v = rng.integers(3)
+        if v == 0:
+            sentences.append(f"In the {_CELL_NOUNS[obj.cell]}, there is {_article(_full(obj))}.")
+        elif v == 1:
+            s = _article(_full(obj))
+            sentences.append(
+                f"{s[0].upper()}{s[1:]} is located {_CELL_PHRASES[obj.cell]} of the image."
+            )
+        else:
+            p = _CELL_PHRASES[obj.cell]
+            sentences.append(f"{p[0].upper()}{p[1:]}, {_article(_full(obj))} can be seen.")
+    n_rel = 1 if n == 4 else 2  # keeps 4-object captions near 100 words
+    for a, b in list(zip(objs[1:], objs[:-1], strict=True))[:n_rel]:
+        sentences.append(_relation_sentence(a, b))
+    sentences.append(_bg_sentence(scene))
+    if n == 1:
+        sentences.append(
+            f"The {objs[0].shape} is the only object in the image, which makes it the clear "
+            "focal point of the scene."
+        )
+    else:
+        closing = (
+            "Overall, the scene is simple and clean, and the shapes stand out clearly "
+            "against the background.",
+            f"The composition is minimal, with bright colors that contrast with the "
+            f"{scene.bg_colour} background, making each shape easy to identify.",
+            "The arrangement of the shapes creates a balanced and visually simple composition.",
+        )
+        sentences.append(closing[rng.integers(3)])
+    return " ".join(sentences)
+
+
+def hallucinate(scene: Scene, rng: np.random.Generator) -> tuple[Scene, dict[str, Any]]:
+    """A *stated* scene that differs from ``scene`` in one object or attribute."""
+    objs = list(scene.objects)
+    # no "extra" object on a 4-object scene: a stated 5th object would be a giveaway
+    kinds = ("colour", "shape", "size", "extra") if len(objs) < 4 else ("colour", "shape", "size")
+    kind = kinds[rng.integers(len(kinds))]
+    k = int(rng.integers(len(objs)))
+    o = objs[k]
+    info: dict[str, Any] = {"kind": kind}
+    if kind == "colour":
+        other = [c for c in COLOURS if c != o.colour]
+        new = other[rng.integers(len(other))]
+        objs[k] = replace(o, colour=new)
+        info.update(cell=o.cell, true=o.colour, stated=new)
+    elif kind == "shape":
+        other = [s for s in SHAPES if s != o.shape]
+        new = other[rng.integers(len(other))]
+        objs[k] = replace(o, shape=new)
+        info.update(cell=o.cell, true=o.shape, stated=new)
+    elif kind == "size":
+        new = "small" if o.size == "large" else "large"
+        objs[k] = replace(o, size=new)
+        info.update(cell=o.cell, true=o.size, stated=new)
+    else:
+        free = [c for c in range(9) if c not in {x.cell for x in objs}]
+        cell = int(free[rng.integers(len(free))])
+        extra = Obj(
+            SHAPES[rng.integers(len(SHAPES))],
+            list(COLOURS)[rng.integers(len(COLOURS))],
+            SIZES[rng.integers(2)],
+            cell,
+        )
+        objs = sorted([*objs, extra], key=lambda x: x.cell)
+        info.update(cell=cell, true=None, stated=_full(extra))
+    jitter = tuple((0.0, 0.0) for _ in objs)  # not drawn
+    return replace(scene, objects=tuple(objs), jitter=jitter), info
