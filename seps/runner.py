@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from . import train as trainer
 from .ablations import (
     Matrix,
@@ -114,8 +116,6 @@ ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (MemoryError, ImportError,
 def failure_kind(exc: BaseException) -> str:
     """``environment`` for out-of-memory, missing modules, I/O and CUDA errors; else
     ``error`` (deterministic for the config: final until ``--retry-failed``)."""
-    import torch
-
     if isinstance(exc, (*ENVIRONMENT_ERRORS, torch.cuda.OutOfMemoryError)):
         return "environment"
     if isinstance(exc, RuntimeError) and str(exc).lstrip().upper().startswith(("CUDA", "NCCL")):
@@ -134,15 +134,18 @@ def needs_run(rec: dict[str, Any] | None, retry_failed: bool) -> bool:
     return retry_failed
 
 
-def _pending(path: Path, retry_failed: bool) -> bool | RecordError:
-    """True when the record at ``path`` must be (re)computed; an unreadable record is
-    returned as its :class:`RecordError` unless ``retry_failed``, which moves it aside
-    as ``*.corrupt`` and runs again."""
+def _pending(path: Path, retry_failed: bool) -> bool:
+    """True when the record at ``path`` must be (re)computed.
+
+    Raises:
+        RecordError: the record is unreadable and ``retry_failed`` is off (it is left in
+            place; with ``retry_failed`` it is moved aside as ``*.corrupt`` and redone).
+    """
     try:
         rec = read_record(path)
-    except RecordError as exc:
+    except RecordError:
         if not retry_failed:
-            return exc
+            raise
         quarantine(path)
         return True
     return needs_run(rec, retry_failed)
@@ -258,8 +261,11 @@ def run_group(
     out = []
     with lock:
         for p in group:
-            todo = _pending(record_path(results, p), retry_failed)
-            if todo is True:
+            try:
+                todo = _pending(record_path(results, p), retry_failed)
+            except RecordError:  # named when the matrix was planned: left in place
+                continue
+            if todo:
                 rec = execute(p, results, progress=progress)
                 say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
                 out.append(rec)
@@ -311,11 +317,13 @@ def run_matrix(
     groups: dict[tuple[str, int], list[PlannedRun]] = {}
     unreadable: list[RecordError] = []
     for p in planned:
-        todo = _pending(record_path(results, p), retry_failed)
-        if isinstance(todo, RecordError):
-            unreadable.append(todo)
-            say(f"{todo}; left in place (--retry-failed moves it aside and runs it again)")
-        elif todo:
+        try:
+            todo = _pending(record_path(results, p), retry_failed)
+        except RecordError as exc:
+            unreadable.append(exc)
+            say(f"{exc}; left in place (--retry-failed moves it aside and runs it again)")
+            continue
+        if todo:
             groups.setdefault((p.train_key, p.seed), []).append(p)
     if backend == "ray":
         _run_ray(list(groups.values()), results, ray_address, retry_failed)

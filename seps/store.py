@@ -107,14 +107,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temps(folder: Path) -> list[Path]:
-    """Remove the ``.<name>.<pid>.tmp`` files under ``folder`` whose writer no longer
-    runs (left by a kill during a write); return what was removed."""
+def clean_stale_temps(folder: Path, *, recursive: bool = True) -> list[Path]:
+    """Remove the ``.<name>.<pid>.tmp`` files and folders in ``folder`` (and below it,
+    with ``recursive``) whose writer no longer runs (left by a kill during a write);
+    return what was removed."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir():
         return removed
-    for path in folder.rglob(".*.tmp"):
+    for path in folder.rglob(".*.tmp") if recursive else folder.glob(".*.tmp"):
         m = _TMP.match(path.name)
         if m and not pid_alive(int(m.group(1))):
             if path.is_dir():

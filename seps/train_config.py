@@ -9,6 +9,7 @@ all meet the same rules and the same one-line errors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,13 @@ NONFINITE_POLICIES = ("skip", "stop")
 KEY_OMITTED_AT_DEFAULT = ("on_nonfinite",)
 
 
-def doc(default: Any, help: str | None, *, choices: tuple[str, ...] | None = None,
-        flag: str | None = None) -> Any:  # fmt: skip
+def doc(
+    default: Any,
+    help: str | None,
+    *,
+    choices: tuple[str, ...] | None = None,
+    flag: str | None = None,
+) -> Any:
     """A field ``default`` that is also a command-line option: ``help`` (None: no help
     text), ``choices``, and ``flag`` when the flag is not ``--<field-name>`` (a flag
     ``--no-X`` on a field that defaults to True turns it off)."""
@@ -71,6 +77,12 @@ def _number(name: str, value: Any, base: str) -> int | float:
     return float(value)
 
 
+@functools.cache
+def _annotations() -> dict[str, str]:
+    """Field name -> annotation of :class:`TrainConfig` (read once, not per value)."""
+    return {f.name: str(f.type) for f in dataclasses.fields(TrainConfig)}
+
+
 def coerce_field(name: str, value: Any) -> Any:
     """``value`` as the type of :class:`TrainConfig` field ``name``, or a ``ValueError``
     that names the field, the value and the expected type.
@@ -78,10 +90,10 @@ def coerce_field(name: str, value: Any) -> Any:
     Numeric strings are accepted where a number is expected (``lr: 1e-3`` in YAML), an
     integral float where an integer is; booleans must be booleans; lists become tuples.
     """
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    if name not in fields:
+    annotation = _annotations().get(name)
+    if annotation is None:
         raise ValueError(f"train config: unknown field {name!r}")
-    base, optional = field_kind(str(fields[name].type))
+    base, optional = field_kind(annotation)
     if value is None:
         if optional:
             return None
@@ -119,8 +131,9 @@ class TrainConfig:
 
     # Fields with a ``help`` are options of ``seps-bench train`` (seps.cli builds the flags
     # from these: name, type, default, choices and help, so no default is written twice).
-    dataset: str = doc("synthetic", "synthetic (built in, generated on first use), f30k or coco",
-                       choices=DATASETS)  # fmt: skip
+    dataset: str = doc(
+        "synthetic", "synthetic (built in, generated on first use), f30k or coco", choices=DATASETS
+    )
     data_path: str | None = doc(
         None,
         "dataset folder in the official layout (f30k/coco), or where the synthetic set is "

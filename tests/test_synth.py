@@ -329,3 +329,16 @@ def test_identical_objects_relation() -> None:
     scene = Scene(objs, "noisy", "navy", "", ((0.0, 0.0),) * 2)
     text = dense_caption(scene, np.random.default_rng(0))
     assert "The small green ring is below the large green ring." in text
+
+
+def test_generation_removes_the_folder_a_killed_generation_left(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+    )
+    left = tmp_path / f".s.{int(dead.stdout)}.tmp"
+    (left / "images").mkdir(parents=True)
+    generate_synthetic(tmp_path / "s", n_images=10, image_size=16)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]

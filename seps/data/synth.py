@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ..store import clean_stale_temps
 from .captions import CAPTIONS_PER_IMAGE, dense_caption, hallucinate, sparse_captions
 from .scenes import (
     BACKGROUND_COLOURS,
@@ -170,6 +171,7 @@ def generate_synthetic(
             "folder (nothing was written)"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(target.parent, recursive=False)  # a generation killed earlier
     out = target.parent / f".{target.name}.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
     try:
