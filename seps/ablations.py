@@ -352,6 +352,18 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
             runs += _grid(entry, where)
         else:
             runs.append(_single(entry, where))
+    # A matrix-level ``train:`` mapping applies to every run (a run's own value wins):
+    # the same matrix under another protocol is one more file of five lines.
+    common = doc.get("train") or {}
+    if not isinstance(common, Mapping):
+        raise AblationError(f"{path}: field 'train': expected a mapping of train fields")
+    trains = _train_fields()
+    for k, v in common.items():
+        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
+            raise AblationError(f"{path}: field 'train': unknown train field {k!r}")
+        _check_train_value(k, v, f"{path}: field 'train'")
+    if common:
+        runs = [dataclasses.replace(r, train={**common, **r.train}) for r in runs]
     seen: set[str] = set()
     for r in runs:
         _validate_run(r, str(path))

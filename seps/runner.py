@@ -4,10 +4,15 @@ Each run of a matrix, under a profile and a seed, is keyed by a hash of its full
 resolved configs (:func:`seps.ablations.config_key`) and stored as one JSON record,
 ``<results>/<matrix>/<run id>-<key>-s<seed>.json``, written atomically. Completed runs are
 skipped; a failed run is recorded with its error and traceback and does not stop the
-others (``--retry-failed`` runs it again). Training state lives in
+others (``--retry-failed`` runs it again). Every record carries the
+:func:`~seps.version.code_version` that produced it; a completed record of another version
+is *stale*: it is kept and counted, and ``--rerun-stale`` redoes the run after moving the
+old record aside (:func:`decide`). Training state lives in
 ``<results>/_work/<train key>-s<seed>/`` (the epoch checkpoints): an interrupted run
 resumes from its last epoch, and runs that differ only in the evaluation protocol
-(``dense_source``) share one training and only evaluate again.
+(``eval_dense_source``) share one training and only evaluate again. That folder names the
+code version that trained in it; training state of other code is set aside as
+``<folder>.stale`` and trained again, never resumed (:func:`claim_work_dir`).
 
 Backends: ``local`` runs one after another in this process; ``ray`` submits each group
 of runs that share a training as one Ray task (one GPU each when CUDA is present), to a
@@ -18,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import os
 import re
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -41,13 +47,17 @@ from .store import (
     RecordError,
     RunLock,
     atomic_write_json,
+    atomic_write_text,
     clean_stale_temps,
     quarantine,
     read_record,
 )
+from .version import VERSION_KEY, code_version
 
 #: Fields that only change the evaluation, so runs differing in them share a training.
-EVAL_ONLY_FIELDS = ("dense_source", "eval_split", "eval_text_shard", "eval_image_shard")
+#: Fields that change only the evaluation: runs that differ in nothing else share one
+#: training. ``dense_source`` is not one of them: it decides the pairing in training too.
+EVAL_ONLY_FIELDS = ("eval_dense_source", "eval_split", "eval_text_shard", "eval_image_shard")
 
 
 @dataclass(frozen=True)
@@ -134,8 +144,114 @@ def needs_run(rec: dict[str, Any] | None, retry_failed: bool) -> bool:
     return retry_failed
 
 
-def _pending(path: Path, retry_failed: bool) -> bool:
-    """True when the record at ``path`` must be (re)computed.
+def is_stale(rec: dict[str, Any] | None, version: str) -> bool:
+    """Whether a stored record was made by other code than ``version``: its
+    :data:`~seps.version.VERSION_KEY` differs, or it has none (written before records
+    carried one). No record is not stale."""
+    return rec is not None and rec.get(VERSION_KEY) != version
+
+
+#: What the runner does with one planned run: ``run`` it (no record, or a pending one,
+#: which is overwritten), ``skip`` it (complete and current), keep a ``stale`` record
+#: (complete, other code; counted and named), or ``rerun-stale`` (move it aside, redo).
+Decision = Literal["run", "skip", "stale", "rerun-stale"]
+
+
+def decide(
+    rec: dict[str, Any] | None, version: str, *, retry_failed: bool, rerun_stale: bool
+) -> Decision:
+    """What to do with the run whose stored record is ``rec`` (``None``: no record).
+
+    A record :func:`needs_run` asks for is redone whatever its version. One that would be
+    skipped (done, or a final failure) is skipped only when made by this ``version``;
+    otherwise it is ``stale``: kept as it is, or redone with ``rerun_stale``.
+    """
+    if needs_run(rec, retry_failed):
+        return "run"
+    if not is_stale(rec, version):
+        return "skip"
+    return "rerun-stale" if rerun_stale else "stale"
+
+
+def _first_free(path: Path, stem: str, suffix: str) -> Path:
+    """``<stem><suffix>`` beside ``path``, or ``<stem>.<N><suffix>`` with the first free N."""
+    target = path.with_name(f"{stem}{suffix}")
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{stem}.{n}{suffix}")
+    return target
+
+
+def stale_path(path: Path) -> Path:
+    """Where the stale record at ``path`` goes before its run is redone: beside it, as
+    ``<name>.stale.json``, or ``<name>.stale.<N>.json`` with the first free ``N`` (an
+    earlier stale record is never overwritten)."""
+    path = Path(path)
+    return _first_free(path, f"{path.stem}.stale", ".json")
+
+
+def set_aside_stale(path: Path) -> Path:
+    """Move the stale record at ``path`` to :func:`stale_path`; return where it went."""
+    target = stale_path(path)
+    os.replace(path, target)
+    return target
+
+
+#: The file in a training's work folder that names the code version of its checkpoints.
+WORK_VERSION_FILE = "code_version"
+
+
+def work_dir_version(work: Path) -> str | None:
+    """The code version that wrote the training state in ``work`` (``None``: no marker,
+    e.g. a folder made before the runner wrote one)."""
+    try:
+        return (Path(work) / WORK_VERSION_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def reusable_work_dir(work: Path, version: str) -> bool:
+    """Whether code ``version`` may resume the training state in ``work``: the folder is
+    absent or empty, or that version wrote it.
+
+    Checkpoints of other code (or of unknown code) are never resumed: the record would
+    claim a version that did not train its model (a complete training is only evaluated
+    again on resume, so ``--rerun-stale`` would recompute nothing)."""
+    work = Path(work)
+    if not work.is_dir() or not any(work.iterdir()):
+        return True
+    return work_dir_version(work) == version
+
+
+def claim_work_dir(work: Path, version: str) -> Path | None:
+    """Make ``work`` the training folder of ``version`` before anything trains in it.
+
+    A folder that is not :func:`reusable_work_dir` is moved aside whole, as
+    ``<name>.stale`` (``<name>.stale.<N>``: never overwritten), and its new place is
+    returned (``None`` when nothing moved); then the marker file is written."""
+    work = Path(work)
+    moved = None
+    if not reusable_work_dir(work, version):
+        moved = _first_free(work, f"{work.name}.stale", "")
+        os.replace(work, moved)
+    atomic_write_text(work / WORK_VERSION_FILE, version + "\n")
+    return moved
+
+
+def stale_message(matrix: str, n: int, *, rerun_stale: bool) -> str:
+    """The one line the runner says about a matrix's ``n`` stale records."""
+    what = (
+        f"{matrix}: {n} stale record{'s' if n != 1 else ''} (made by other code than this "
+        f"version, {code_version()}, or before records carried one)"
+    )
+    if rerun_stale:
+        return f"{what}: recomputing; the old ones are kept beside as *.stale.json"
+    return f"{what} kept as they are; --rerun-stale recomputes them"
+
+
+def _decision(path: Path, retry_failed: bool, rerun_stale: bool) -> Decision:
+    """:func:`decide` for the record at ``path`` and this code's version.
 
     Raises:
         RecordError: the record is unreadable and ``retry_failed`` is off (it is left in
@@ -147,8 +263,8 @@ def _pending(path: Path, retry_failed: bool) -> bool:
         if not retry_failed:
             raise
         quarantine(path)
-        return True
-    return needs_run(rec, retry_failed)
+        return "run"
+    return decide(rec, code_version(), retry_failed=retry_failed, rerun_stale=rerun_stale)
 
 
 def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
@@ -157,7 +273,8 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     ``status`` is ``done``; ``diverged`` (a non-finite loss ended training: the
     ``divergence`` field says at which epoch and step, with the count of non-finite
     steps); or ``failed`` with ``error``, ``traceback`` and ``failure_kind``
-    (:func:`failure_kind`).
+    (:func:`failure_kind`). Every record, whatever its status, carries the
+    :func:`~seps.version.code_version` of this code under ``code_version``.
     """
     cfg = p.train_cfg
     cfg.progress = progress
@@ -165,6 +282,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     t0 = time.perf_counter()
     record: dict[str, Any] = {
         "schema": SCHEMA,
+        VERSION_KEY: code_version(),
         "matrix": p.matrix,
         "profile": p.profile,
         "run_id": p.run.id,
@@ -219,6 +337,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
 RESULT_FIELDS = (
     "metrics",
     "dense_source",
+    "eval_dense_source",
     "protocol",
     "history",
     "nonfinite_steps",
@@ -230,6 +349,7 @@ RESULT_FIELDS = (
     "peak_memory_bytes",
     "environment",
     "eval_images",
+    "text_only_rsum",
     "tokenizer_hash",
 )
 
@@ -239,6 +359,7 @@ def run_group(
     results: Path,
     *,
     retry_failed: bool = False,
+    rerun_stale: bool = False,
     progress: bool = False,
     block: bool = False,
     say: Callable[[str], None] = print,
@@ -248,7 +369,10 @@ def run_group(
     Returns the records written, or ``None`` when another process holds the lock and
     ``block`` is False. With ``block`` it waits for the lock (saying so once); each
     run's record is read again once the lock is held, since the other process may have
-    completed it meanwhile.
+    completed it meanwhile. With ``rerun_stale``, a stale record is moved aside
+    (:func:`set_aside_stale`) just before its run is redone. Before the first run that
+    executes, the group's work folder is claimed for this code (:func:`claim_work_dir`):
+    training state written by other code is set aside, not resumed.
     """
     lock = RunLock(lock_path(results, group[0]))
     if not lock.acquire():
@@ -259,30 +383,59 @@ def run_group(
         for _ in lock.wait():
             pass
     out = []
+    claimed = False
     with lock:
         for p in group:
+            path = record_path(results, p)
             try:
-                todo = _pending(record_path(results, p), retry_failed)
+                todo = _decision(path, retry_failed, rerun_stale)
             except RecordError:  # named when the matrix was planned: left in place
                 continue
-            if todo:
-                rec = execute(p, results, progress=progress)
-                say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
-                out.append(rec)
+            if todo not in ("run", "rerun-stale"):
+                continue
+            if not claimed:
+                _claim_work_dir(group, say)
+                claimed = True
+            if todo == "rerun-stale":
+                set_aside_stale(path)
+            rec = execute(p, results, progress=progress)
+            say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
+            out.append(rec)
     return out
 
 
-def _execute_group(group: list[PlannedRun], results: str, retry_failed: bool) -> None:
-    run_group(group, Path(results), retry_failed=retry_failed, block=True)
+def _claim_work_dir(group: list[PlannedRun], say: Callable[[str], None]) -> None:
+    work = Path(group[0].train_cfg.out_dir)
+    old = work_dir_version(work)
+    moved = claim_work_dir(work, code_version())
+    if moved is not None:
+        ids = ", ".join(f"{p.run.id} s{p.seed}" for p in group)
+        say(
+            f"{ids}: the training state in {work} was written by other code "
+            f"({old or 'unknown version'}); kept as {moved.name}, training again"
+        )
+
+
+def _execute_group(
+    group: list[PlannedRun], results: str, retry_failed: bool, rerun_stale: bool
+) -> None:
+    run_group(group, Path(results), retry_failed=retry_failed, rerun_stale=rerun_stale, block=True)
 
 
 class MatrixOutcome(list):  # type: ignore[type-arg]
     """The records of a plan (a list, as before), plus :attr:`unreadable`: the record
-    files ``run_matrix`` found unreadable and left alone."""
+    files ``run_matrix`` found unreadable and left alone, and :attr:`stale`: the stale
+    records it kept (without ``rerun_stale``)."""
 
-    def __init__(self, records: list[dict[str, Any]], unreadable: list[RecordError]) -> None:
+    def __init__(
+        self,
+        records: list[dict[str, Any]],
+        unreadable: list[RecordError],
+        stale: list[Path] | None = None,
+    ) -> None:
         super().__init__(records)
         self.unreadable = unreadable
+        self.stale = stale or []
 
 
 def run_matrix(
@@ -294,6 +447,7 @@ def run_matrix(
     backend: str = "local",
     only: str | None = None,
     retry_failed: bool = False,
+    rerun_stale: bool = False,
     progress: bool = True,
     ray_address: str | None = None,
     say: Callable[[str], None] | None = None,
@@ -304,8 +458,11 @@ def run_matrix(
     A run is pending when it has no record, or a failed record whose failure came from
     the environment (or any failed/diverged one with ``retry_failed``). An unreadable
     record is named in the outcome and left in place unless ``retry_failed`` (then it is
-    moved aside as ``*.corrupt`` and the run is done again). Runs sharing a training are
-    done together under one lock; a group another process holds is waited for at the end.
+    moved aside as ``*.corrupt`` and the run is done again). A record that would be
+    skipped but was made by other code (:func:`is_stale`) is kept and counted in one
+    line, unless ``rerun_stale``: then it is moved aside as ``*.stale.json`` and the run
+    is done again (:func:`decide`). Runs sharing a training are done together under one
+    lock; a group another process holds is waited for at the end.
     """
     from tqdm.auto import tqdm
 
@@ -316,17 +473,23 @@ def run_matrix(
     planned = plan(matrix, profile, seeds, results, only, **train_overrides)
     groups: dict[tuple[str, int], list[PlannedRun]] = {}
     unreadable: list[RecordError] = []
+    stale: list[Path] = []
     for p in planned:
+        path = record_path(results, p)
         try:
-            todo = _pending(record_path(results, p), retry_failed)
+            todo = _decision(path, retry_failed, rerun_stale)
         except RecordError as exc:
             unreadable.append(exc)
             say(f"{exc}; left in place (--retry-failed moves it aside and runs it again)")
             continue
-        if todo:
+        if todo in ("stale", "rerun-stale"):
+            stale.append(path)
+        if todo in ("run", "rerun-stale"):
             groups.setdefault((p.train_key, p.seed), []).append(p)
+    if stale:
+        say(stale_message(matrix.name, len(stale), rerun_stale=rerun_stale))
     if backend == "ray":
-        _run_ray(list(groups.values()), results, ray_address, retry_failed)
+        _run_ray(list(groups.values()), results, ray_address, retry_failed, rerun_stale)
     else:
         n = sum(len(g) for g in groups.values())
         desc = f"{matrix.name} ({profile.name})"
@@ -334,7 +497,14 @@ def run_matrix(
         held = []
         for group in groups.values():
             bar.set_postfix_str(f"{group[0].run.id} s{group[0].seed}")
-            recs = run_group(group, results, retry_failed=retry_failed, progress=progress, say=say)
+            recs = run_group(
+                group,
+                results,
+                retry_failed=retry_failed,
+                rerun_stale=rerun_stale,
+                progress=progress,
+                say=say,
+            )
             if recs is None:
                 held.append(group)
                 ids = ", ".join(f"{p.run.id} s{p.seed}" for p in group)
@@ -344,7 +514,13 @@ def run_matrix(
             bar.update(len(group))
         for group in held:
             recs = run_group(
-                group, results, retry_failed=retry_failed, progress=progress, block=True, say=say
+                group,
+                results,
+                retry_failed=retry_failed,
+                rerun_stale=rerun_stale,
+                progress=progress,
+                block=True,
+                say=say,
             )
             _say_failures(recs or [], say)
             bar.update(len(group))
@@ -355,7 +531,7 @@ def run_matrix(
             rec = read_record(record_path(results, p))
             if rec is not None:
                 out.append(rec)
-    return MatrixOutcome(out, unreadable)
+    return MatrixOutcome(out, unreadable, [] if rerun_stale else stale)
 
 
 def _say_failures(records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
@@ -365,7 +541,11 @@ def _say_failures(records: list[dict[str, Any]], say: Callable[[str], None]) -> 
 
 
 def _run_ray(
-    groups: list[list[PlannedRun]], results: Path, address: str | None, retry_failed: bool
+    groups: list[list[PlannedRun]],
+    results: Path,
+    address: str | None,
+    retry_failed: bool,
+    rerun_stale: bool,
 ) -> None:
     try:
         import ray
@@ -383,7 +563,7 @@ def _run_ray(
     try:
         gpus = 1 if torch.cuda.is_available() else 0
         task = ray.remote(num_gpus=gpus, num_cpus=1)(_execute_group)
-        ray.get([task.remote(g, str(results), retry_failed) for g in groups])
+        ray.get([task.remote(g, str(results), retry_failed, rerun_stale) for g in groups])
     finally:
         if started_here:
             ray.shutdown()
@@ -402,12 +582,21 @@ def check_data_dirs(planned: list[PlannedRun]) -> None:
 
 __all__ = [
     "SCHEMA",
+    "Decision",
     "MatrixOutcome",
     "PlannedRun",
     "check_data_dirs",
+    "claim_work_dir",
+    "decide",
     "execute",
+    "is_stale",
     "plan",
     "read_record",
+    "reusable_work_dir",
     "run_group",
     "run_matrix",
+    "set_aside_stale",
+    "stale_message",
+    "stale_path",
+    "work_dir_version",
 ]

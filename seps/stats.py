@@ -8,9 +8,13 @@ p" mean:
   independent repetitions; the sample sd has n-1 degrees of freedom);
 - a variant is compared with its baseline *paired by seed* (the same seed gives the same
   data order and initial weights, so the per-seed difference removes most seed noise),
-  with a two-sided one-sample t-test on those differences.
+  with a two-sided one-sample t-test on those differences;
+- the p-values of one report are one family and are corrected together for multiple
+  comparisons (:func:`holm`, Holm-Bonferroni, controls the family-wise error rate;
+  :func:`correct` also offers Benjamini-Hochberg, which controls the false discovery rate).
 
-Pure functions of their arguments; the Student t distribution is SciPy's.
+Pure functions of their arguments; the Student t distribution and Benjamini-Hochberg are
+SciPy's.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from scipy.stats import false_discovery_control
 from scipy.stats import t as student_t
 
 #: Significance level of the paired test and of the confidence intervals.
 ALPHA = 0.05
 #: The mark of a comparison that cannot be tested (fewer than 2 paired seeds).
 UNTESTABLE = "n/a"
+#: Multiple-comparison corrections of :func:`correct`, with their names in prose.
+CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 
 
 def t_two_sided_p(t: float, df: float) -> float:
@@ -84,9 +91,61 @@ def paired_mark(p: float, n: int) -> str:
     return "*" if p < ALPHA else "ns"
 
 
+def _finite_p(pvalues: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(all p-values as floats, mask of the non-NaN ones); a p outside [0, 1] is an error."""
+    p = np.asarray([math.nan if v is None else float(v) for v in pvalues], dtype=float)
+    ok = ~np.isnan(p)
+    if np.any((p[ok] < 0.0) | (p[ok] > 1.0)):
+        raise ValueError(f"p-values must lie in [0, 1], got {p[ok].tolist()}")
+    return p, ok
+
+
+def holm(pvalues: Iterable[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given.
+
+    With the m non-NaN p-values sorted ascending, ``p(1) <= ... <= p(m)``, the adjusted
+    value of the i-th is ``min(1, max over j <= i of (m - j + 1) * p(j))``: the step-down
+    multipliers m, m-1, ..., 1, made monotone by the running maximum and capped at 1.
+    Rejecting where the adjusted p < alpha controls the family-wise error rate at alpha
+    for any dependence between the tests. Tied p-values get the same adjusted value
+    whatever their order. NaN entries (no test) do not count in m and stay NaN.
+    """
+    p, ok = _finite_p(pvalues)
+    out = np.full(len(p), math.nan)
+    idx = np.flatnonzero(ok)
+    m = len(idx)
+    if m:
+        order = idx[np.argsort(p[idx], kind="stable")]
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, (m - rank) * p[i])
+            out[i] = min(1.0, running)
+    return [float(v) for v in out]
+
+
+def correct(pvalues: Iterable[float], method: str = "holm") -> list[float]:
+    """Adjusted p-values of one family, in the order given, NaN entries left NaN.
+
+    ``method``: ``holm`` (:func:`holm`, family-wise error rate) or ``bh``
+    (Benjamini-Hochberg false discovery rate, :func:`scipy.stats.false_discovery_control`).
+    """
+    if method == "holm":
+        return holm(pvalues)
+    if method != "bh":
+        raise ValueError(f"correct: unknown method {method!r}; allowed: {', '.join(CORRECTIONS)}")
+    p, ok = _finite_p(pvalues)
+    out = np.full(len(p), math.nan)
+    if ok.any():
+        out[ok] = false_discovery_control(p[ok], method="bh")
+    return [float(v) for v in out]
+
+
 __all__ = [
     "ALPHA",
+    "CORRECTIONS",
     "UNTESTABLE",
+    "correct",
+    "holm",
     "mean_ci",
     "paired_mark",
     "paired_test",

@@ -181,15 +181,16 @@ def scan_records(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[
 
     A file named as the runner names records (:data:`RECORD_NAME`) that cannot be read
     is unreadable; other ``*.json`` files (a user's notes) are read when they are
-    records and otherwise left out, since the runner never wrote them."""
+    records and otherwise left out, since the runner never wrote them. Records set aside
+    as stale (``<name>.stale[.N].json``) are not read: they belong to older code."""
     good: list[tuple[Path, dict[str, Any]]] = []
     bad: list[RecordError] = []
     folder = Path(folder)
     if not folder.is_dir():
         return good, bad
     for path in sorted(folder.glob("*.json")):
-        if path.name.startswith("."):
-            continue
+        if path.name.startswith(".") or ".stale" in path.suffixes:
+            continue  # hidden, or a stale record set aside by ``run --rerun-stale``
         try:
             rec = read_record(path)
         except RecordError as exc:

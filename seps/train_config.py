@@ -13,6 +13,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from .data.noise import MAX_NOISE
+from .data.synth import DEFAULT_DENSE_NOISE
 from .devices import valid_device_name
 from .evaluate import DENSE_SOURCES
 
@@ -141,7 +143,16 @@ class TrainConfig:
     )
     image_dir: str | None = doc(None, "image folder (default <data-path>/images)")
     synth_images: int = doc(5000, "size of the synthetic set")
-    synth_seed: int = 0
+    # None: the run's seed, so that seeds vary the dataset draw as well as the model
+    # initialisation and the data order (a confidence interval then covers the data).
+    synth_seed: int | None = doc(
+        None, "seed of the synthetic dataset draw (default: the run's --seed)"
+    )
+    dense_noise: float = doc(
+        DEFAULT_DENSE_NOISE,
+        "MLLM-like noise of the synthetic dense captions: hallucinated share of object "
+        "mentions, with omissions and attribute errors scaled to it (0: perfect captions)",
+    )
     train_split: str = "train"
     eval_split: str = "test"
     val_split: str = "dev"
@@ -150,6 +161,11 @@ class TrainConfig:
         False,
         "drop missing or unreadable images (fully decoded to check) with their captions "
         "instead of stopping; the count is recorded",
+    )
+    pretrain: str | None = doc(
+        None,
+        "pretraining recipe whose backbones and tokenizer the run starts from (see "
+        "`seps-bench pretrain --help`); built once, cached under data/pretrained",
     )
     backbone: str = doc(
         "tiny-vit",
@@ -196,9 +212,16 @@ class TrainConfig:
     seed: int = doc(0, "random seed")
     device: str = doc("auto", "auto (CUDA when present), cpu, cuda[:N]")
     dense_source: str = doc(
-        "query",
-        "dense-caption protocol at evaluation: query (official, leaks the answer image's "
-        "description), candidate (fair), none, shuffled (control)",
+        "candidate",
+        "dense-caption protocol of training and evaluation: candidate (fair: a pair uses "
+        "its image's dense caption), query (official; leaks the ground-truth image's "
+        "dense caption into every pair of a text), none (the sparse caption stands in), "
+        "shuffled (another image's, control)",
+        choices=DENSE_SOURCES,
+    )
+    eval_dense_source: str | None = doc(
+        None,
+        "evaluate under another dense-caption protocol than the training one (default: the same)",
         choices=DENSE_SOURCES,
     )
     # ``skip``: a step whose loss (or gradient norm) is not finite is skipped and counted,
@@ -226,6 +249,12 @@ class TrainConfig:
             ("dataset", self.dataset in DATASETS, f"one of {', '.join(DATASETS)}"),
             ("protocol", self.protocol in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
             ("dense_source", self.dense_source in DENSE_SOURCES, ", ".join(DENSE_SOURCES)),
+            (
+                "eval_dense_source",
+                self.eval_dense_source in (None, *DENSE_SOURCES),
+                ", ".join(DENSE_SOURCES),
+            ),
+            ("dense_noise", 0.0 <= self.dense_noise <= MAX_NOISE, f"in [0, {MAX_NOISE}]"),
             ("on_nonfinite", self.on_nonfinite in NONFINITE_POLICIES, "skip, stop"),
             (
                 "device",
@@ -252,6 +281,16 @@ class TrainConfig:
                 f"train config field 'data_path': required for dataset {self.dataset!r} "
                 "(a folder in the official layout, see README)"
             )
+
+    @property
+    def data_seed(self) -> int:
+        """The seed of the synthetic dataset draw: ``synth_seed``, or the run's seed."""
+        return self.seed if self.synth_seed is None else self.synth_seed
+
+    @property
+    def eval_protocol(self) -> str:
+        """The dense-caption protocol of evaluation (``eval_dense_source`` or the training one)."""
+        return self.eval_dense_source or self.dense_source
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -7,6 +7,7 @@ import pytest
 from seps.ablations import (
     AblationError,
     config_key,
+    default_root,
     list_matrices,
     load_differences,
     load_matrix,
@@ -30,10 +31,28 @@ def test_seven_differences_and_findings_match_the_presets():
                 assert getattr(paper, k) == head_paper[k]
 
 
+def test_matrix_level_train_fields_apply_to_every_run_and_a_run_value_wins(tmp_path):
+    (tmp_path / "matrices").mkdir()
+    for name in ("differences.yaml",):
+        (tmp_path / name).write_text((default_root() / name).read_text())
+    (tmp_path / "matrices" / "m.yaml").write_text(
+        "name: m\ntrain: {dense_source: query}\nruns:\n"
+        "  - {id: a, preset: code}\n  - {id: b, preset: code, train: {dense_source: none}}\n"
+    )
+    m = load_matrix("m", tmp_path)
+    assert m.run("a").train == {"dense_source": "query"}
+    assert m.run("b").train == {"dense_source": "none"}
+    (tmp_path / "matrices" / "bad.yaml").write_text(
+        "name: bad\ntrain: {dense_sauce: query}\nruns:\n  - {id: a, preset: code}\n"
+    )
+    with pytest.raises(AblationError, match="dense_sauce"):
+        load_matrix("bad", tmp_path)
+
+
 def test_seven_differences_matrix_expands_flips_and_reverts():
     m = load_matrix("seven-differences")
     ids = [r.id for r in m.runs]
-    assert len(ids) == 16 and ids[0] == "code" and "paper" in ids
+    assert len(ids) == 17 and ids[:2] == ["laps", "code"] and "paper" in ids
     flip = m.run("code+hrpa")
     assert flip.preset == "code" and dict(flip.set) == {"hrpa": "mean_topk"}
     revert = m.run("paper-scoring")
@@ -71,8 +90,10 @@ def test_every_named_matrix_loads():
 
 def test_grid_ids_and_train_fields():
     m = load_matrix("findings")
-    run = m.run("paper/dense_source=candidate")
-    assert dict(run.train) == {"dense_source": "candidate"} and run.preset == "paper"
+    run = m.run("paper/dense_source=none")
+    assert dict(run.train) == {"dense_source": "none"} and run.preset == "paper"
+    leak = m.run("code/dense_source=query/eval_dense_source=candidate")
+    assert dict(leak.train) == {"dense_source": "query", "eval_dense_source": "candidate"}
     assert load_matrix("coefficients").run("l1=0.25,l2=0.75").set["lambda_dense"] == 0.75
 
 

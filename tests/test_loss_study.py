@@ -4,15 +4,19 @@ that come from the stored per-step records."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from seps.ablations import load_matrix
 from seps.cli import main
-from seps.report import current_records, load_results
+from seps.config import get_config
+from seps.report import current_records, load_results, write_report
 from seps.report.loss_study import CRITERIA, loss_study_section, plot_files
+from seps.runner import SCHEMA
 
 PLOTS = ("keep-ratio", "ratio-curves", "align", "grad-norm")
 
@@ -84,6 +88,10 @@ def test_report_and_every_plot_exist(study):
     assert "decision=gumbel_topk: the ratio loss is a constant" in md
     assert "decision=gumbel_per_patch: the ratio loss acts" in md
     assert "Hardest-negative triplet vs multi-positive InfoNCE" in md
+    # One seed per cell: no paired test anywhere, and the report says so.
+    assert md.count("Holm-corrected across the 0 paired tests of this report") == 3
+    # The smoke profile evaluates no dev split: collapse cannot be checked.
+    assert "Not checked: no record has a validation rSum" in md
 
 
 def test_keep_ratio_and_gradient_series_come_from_the_records(study):
@@ -150,3 +158,85 @@ def test_report_regenerates_byte_identically(study):
     assert main(["report", "loss-study", "--results", str(results), "--reports", str(reports)]) == 0
     after = {p.name: p.read_bytes() for p in reports.iterdir()}
     assert before == after
+
+
+# ------------------------------------------- one correction family per report (no training)
+def _align_record(kind: str, seed: int, rsum: float) -> dict:
+    head = get_config("paper", align_loss=kind).to_dict()
+    metrics = {"rsum": rsum, "i2t_r1": rsum / 6}
+    return {
+        "schema": SCHEMA,
+        "matrix": "ls",
+        "profile": "quick",
+        "run_id": f"align/{kind}",
+        "describe": f"align_loss={kind}",
+        "preset": "paper",
+        "seed": seed,
+        "key": f"{kind}{seed}",
+        "head_config": head,
+        "train_config": {"dense_source": "query", "seed": seed},
+        "started": 1.0,
+        "status": "done",
+        "metrics": metrics,
+        "history": [],
+    }
+
+
+def test_report_family_spans_results_and_loss_study(tmp_path):
+    """The results table tests infonce and triplet_hardest against triplet; the section
+    prints those two again (the same records: the same tests) and triplet_hardest against
+    infonce: 3 tests in the report's one family, Holm-corrected together."""
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path / "ablations"
+    (root / "matrices").mkdir(parents=True)
+    for name in ("differences.yaml", "paper_figures.yaml"):
+        (root / name).write_text((repo / "ablations" / name).read_text())
+    matrix = {
+        "name": "ls",
+        "baseline": "align/triplet",
+        "sections": ["loss-study"],
+        "runs": [
+            {
+                "grid": {
+                    "preset": ["paper"],
+                    "align_loss": ["triplet", "infonce", "triplet_hardest"],
+                },
+                "id": "align/{align_loss}",
+            },
+        ],
+    }
+    (root / "matrices" / "ls.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
+    # Per seed: triplet 0, 6, -6; infonce +12, +15, +12 over it; hardest +6, -6, -3 over it.
+    base = (100.0, 106.0, 94.0)
+    sides = {
+        "triplet": base,
+        "infonce": (112.0, 121.0, 106.0),
+        "triplet_hardest": (106.0, 100.0, 91.0),
+    }
+    for kind, values in sides.items():
+        for seed, v in enumerate(values):
+            path = tmp_path / "results" / "ls" / f"align_{kind}-{kind}{seed}-s{seed}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_align_record(kind, seed, v)))
+    text = write_report("ls", tmp_path / "results", tmp_path / "reports", root=root).read_text()
+
+    def p_of(diffs: list[float]) -> float:  # two-sided paired t, df = 2
+        mean = float(np.mean(diffs))
+        t = abs(mean) / (float(np.std(diffs, ddof=1)) / math.sqrt(3))
+        return 1 - t / math.sqrt(t * t + 2)
+
+    p_info = p_of([12.0, 15.0, 12.0])
+    p_hard = p_of([6.0, -6.0, -3.0])
+    p_hi = p_of([-6.0, -21.0, -15.0])  # hardest − infonce
+    # Holm by hand: p_info < p_hi < p_hard -> x3, x2, x1 with the running maximum.
+    assert p_info < p_hi < p_hard
+    holm = {"info": 3 * p_info, "hi": max(3 * p_info, 2 * p_hi), "hard": max(2 * p_hi, p_hard)}
+    sentence = "Holm-corrected across the 3 paired tests of this report"
+    results = text.split("## Results")[1].split("\n## ")[0]
+    study = text.split("## Loss study")[1].split("\n## ")[0]
+    assert sentence in results and sentence in study
+    rows = {r.split("|")[1].strip(): r for r in results.splitlines() if r.startswith("| align/")}
+    assert f"| {holm['info']:.3f} " in rows["align/infonce"]
+    assert f"| {holm['hard']:.3f} " in rows["align/triplet_hardest"]
+    assert f"Holm-corrected p = {holm['hi']:.3f}, n = 3" in study
+    assert f"Holm-corrected p = {holm['info']:.3f}, n = 3: outside seed noise" in study

@@ -23,6 +23,7 @@ from seps.report import (
     load_results,
     paired_test,
     paper_reference,
+    plot_collapsed,
     plot_curves,
     plot_delta,
     summarise,
@@ -51,6 +52,10 @@ K = {
     ("lonely", 0): 0.5,
 }
 T975_DF2 = 4.302652729911275  # Student t 0.975 quantile, 2 degrees of freedom
+#: Paired t-test p-values of flip-hrpa (t = 13 / 1) and no-act (t = 1 / sqrt(13)), df = 2:
+#: p = 1 - t / sqrt(t^2 + 2).
+P_FLIP = 1 - 13 / math.sqrt(171)
+P_NOACT = 1 - (1 / math.sqrt(13)) / math.sqrt(1 / 13 + 2)
 
 MATRIX_YAML = {
     "name": "mini",
@@ -257,8 +262,14 @@ def test_summarise_means_cis_and_paired_deltas(env):
     flip = s.loc["flip-hrpa"]  # paired Δ 12, 15, 12: mean 13, sd sqrt(3), se 1
     assert flip["delta_rsum_mean"] == pytest.approx(13.0)
     assert flip["delta_rsum_ci"] == pytest.approx(T975_DF2)
-    assert flip["delta_p"] == pytest.approx(1 - 13 / math.sqrt(171))
+    assert flip["delta_p"] == pytest.approx(P_FLIP)
     assert flip["delta_n"] == 3 and flip["delta_mark"] == "*"
+    # Holm over the 2 tests (flip-hrpa, no-act; lonely and broken are not tests): the
+    # smaller p times 2, the larger times 1 (it stays above the first).
+    assert flip["delta_p_adj"] == pytest.approx(2 * P_FLIP)
+    assert s.loc["no-act", "delta_p_adj"] == pytest.approx(P_NOACT)
+    assert not s["identical"].any()
+    assert math.isnan(s.loc["lonely", "delta_p_adj"]) and math.isnan(base["delta_p_adj"])
     # Unpaired means would differ by 13 as well, but their CI is far wider: pairing matters.
     assert flip["rsum_ci"] > 2 * flip["delta_rsum_ci"]
 
@@ -321,22 +332,47 @@ def test_report_is_byte_identical_and_structured(env):
         "rSum",
         "Δ rSum",
         "p (paired t)",
+        "p (Holm)",
+        "verdict",
     ]
     assert all(set(c) <= set("-:") for c in rule)
     assert [r[0] for r in body] == ["base (baseline)", "flip-hrpa", "no-act", "lonely", "broken"]
     rows = {r[0]: r for r in body}
     assert rows["base (baseline)"][3] == f"50.0 ± {T975_DF2 / math.sqrt(3):.1f}"
     assert rows["base (baseline)"][9] == f"370.0 ± {6 * T975_DF2 / math.sqrt(3):.1f}"
-    assert rows["flip-hrpa"][10] == "+13.0 ± 4.3 *"
-    assert rows["no-act"][10] == "-1.0 ± 15.5 ns"
+    assert rows["base (baseline)"][10:] == ["baseline", "—", "—", "baseline"]
+    # Raw p, Holm p over the report's 2 tests, verdict on the Holm p.
+    assert rows["flip-hrpa"][10:] == [
+        "+13.0 ± 4.3",
+        f"{P_FLIP:.3f} (n=3)",
+        f"{2 * P_FLIP:.3f}",
+        "higher *",
+    ]
+    assert rows["no-act"][10:] == ["-1.0 ± 15.5", f"{P_NOACT:.3f} (n=3)", f"{P_NOACT:.3f}", "ns"]
     assert rows["lonely"][9] == "373.0 ± n/a" and rows["lonely"][10] == "+3.0 ± n/a"
+    assert rows["lonely"][11:] == ["n/a (n=1)", "n/a", "n/a (1 paired seed)"]
     assert rows["broken"][2] == "0 (1 failed)" and rows["broken"][9] == "—"
     assert all("±" in c for r in body[:4] for c in r[3:10])
+    results = _section(text, "Results")
+    assert "Holm-corrected across the 2 paired tests of this report" in results
 
+    assert text.count("**Dense-caption protocol of every number in this report**") == 1
+    header = text.split("## Protocol")[0]
+    assert (
+        "training `query` (official, leaks the ground-truth image's dense caption); "
+        "evaluation `query` (official, leaks the ground-truth image's dense caption)."
+    ) in header
     protocol = _section(text, "Protocol")
-    assert "synthetic (built-in, 300 images)" in protocol and "`dense_source`): query" in protocol
+    assert "synthetic (built-in, 300 images)" in protocol
+    assert "- **dense caption in training** (`train_config.dense_source`): query (official" in (
+        protocol
+    )
+    assert "- **dense caption at evaluation** (`eval_dense_source`" in protocol
     assert "seeds**: 0, 1, 2" in protocol and "abc123abc123" in protocol
     assert "- **torch**: 2.14.1" in protocol
+    collapsed = _section(text, "Collapsed runs")
+    assert "None of the 10 runs with a validation curve collapsed." in collapsed
+    assert not (env["reports"] / "mini-collapsed.png").exists()
     # Cost columns live only in the Cost section, which comes last.
     assert "train time" not in text.split("\n## Cost")[0]
     cost = _table_after(text, "## Cost")
@@ -357,9 +393,12 @@ def test_report_paper_figures_and_findings(env):
     assert "paper/README reported, Flickr30K ViT-224" in rsum["base (baseline)"][5]
 
     shows = _section(text, "What this run shows")
+    assert "Holm-corrected across the 2 paired tests of this report" in shows
     assert re.search(r"Higher rSum than the baseline beyond seed noise.*`flip-hrpa`", shows)
-    within = next(line for line in shows.splitlines() if "Within seed noise" in line)
+    within = next(line for line in shows.splitlines() if "No difference detected" in line)
     assert "`no-act`" in within and "flip-hrpa" not in within
+    assert f"corrected p = {P_NOACT:.3f}" in within
+    assert "without correction" not in shows and "Identical" not in shows
     single = next(line for line in shows.splitlines() if "Single paired seed" in line)
     assert "not testable" in single and "`lonely`" in single and "+3.0 from one seed" in single
     assert "Every seed failed: `broken`" in shows
@@ -501,3 +540,190 @@ def test_unreadable_record_is_named_in_output_and_report(env, capsys):
     assert "flip-hrpa" in row and "| 7 " in row and bad.name in row
     df = load_results(env["results"])
     assert (df["status"] == "unreadable").sum() == 1
+
+
+# --------------------------------------------------------------- identical variants
+def _add_run(env: dict[str, Path], run: dict[str, Any]) -> None:
+    doc = {**MATRIX_YAML, "runs": [*MATRIX_YAML["runs"], run]}
+    (env["root"] / "matrices" / "mini.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _copy_of_base(env: dict[str, Path], run_id: str, head: dict[str, Any], seed: int) -> None:
+    rec = _record("base", seed)
+    rec.update(run_id=run_id, describe=run_id, head_config=head)
+    _write(env["results"] / "mini" / f"{run_id}-k0-s{seed}.json", rec)
+
+
+def test_report_identical_variant_is_not_a_test(env):
+    base_head = {"embed_size": 64, "decision": "topk", "ratio_loss": "unified"}
+    for seed in range(3):
+        rec = _record("base", seed)
+        rec["head_config"] = base_head
+        _write(env["results"] / "mini" / f"base-k0-s{seed}.json", rec)
+    _add_run(env, {"id": "ratio-only", "preset": "code", "set": {"ratio_loss": "separate"}})
+    doc = yaml.safe_load((env["root"] / "matrices" / "mini.yaml").read_text())
+    doc["runs"].append({"id": "mystery", "preset": "code", "set": {"hrpa": "mean_topk"}})
+    (env["root"] / "matrices" / "mini.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    for seed in range(3):
+        _copy_of_base(env, "ratio-only", {**base_head, "ratio_loss": "separate"}, seed)
+        _copy_of_base(env, "mystery", {**base_head, "hrpa": "mean_topk"}, seed)
+
+    s = summarise(load_results(env["results"]), load_matrix("mini", env["root"]))
+    s = s.set_index("run_id")
+    assert s.loc["ratio-only", "identical"] and s.loc["mystery", "identical"]
+    assert (
+        s.loc["ratio-only", "identical_reason"]
+        == "the ratio loss is a constant under decision=topk"
+    )
+    assert s.loc["mystery", "identical_reason"] is None
+    assert s.loc["ratio-only", "delta_mark"] == "identical"
+
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    rows = {r[0]: r for r in _table_after(text, "## Results")[2:]}
+    assert rows["ratio-only"][10:] == [
+        "0.0 (identical)",
+        "identical (no effect possible)",
+        "not a test",
+        "identical: the ratio loss is a constant under decision=topk",
+    ]
+    assert rows["mystery"][10:] == [
+        "0.0 (identical)",
+        "identical (no effect possible)",
+        "not a test",
+        "identical",
+    ]
+    assert "1.000" not in rows["ratio-only"] and "1.000" not in rows["mystery"]
+    # Identical variants are not tests: the family is still flip-hrpa and no-act.
+    assert "Holm-corrected across the 2 paired tests of this report" in text
+    assert rows["flip-hrpa"][12] == f"{2 * P_FLIP:.3f}"
+    shows = _section(text, "What this run shows")
+    line = next(x for x in shows.splitlines() if x.startswith("- Identical"))
+    assert "`ratio-only` (the ratio loss is a constant under decision=topk)" in line
+    assert "`mystery` (reason not known)" in line
+    assert "ratio-only" not in next(x for x in shows.splitlines() if "No difference" in x)
+    impact = _table_after(_section(text, "Reported by the paper"), "Claimed impact")
+    assert all("identical" not in c for r in impact for c in r)  # only flip-hrpa has a claim
+
+
+# ------------------------------------------------------------------ collapsed runs
+def test_report_lists_collapsed_runs_with_their_curves(env):
+    rec = _record("no-act", 0)
+    step = _history(0, 1.0)[0]
+    rec["history"] = [
+        {**step, "epoch": e, "val": {"rsum": v}} for e, v in enumerate((100.0, 120.0, 90.0))
+    ]
+    _write(env["results"] / "mini" / "no-act-k0-s0.json", rec)
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    section = _section(text, "Collapsed runs")
+    assert "1 of the 10 runs with a validation curve collapsed" in section
+    table = _table_after(section, "collapsed:")
+    assert table[0] == ["run", "profile", "seed", "best val rSum", "final val rSum", "drop"]
+    assert table[2:] == [["no-act", "quick", "0", "120.0 (epoch 1)", "90.0 (epoch 2)", "-25.0%"]]
+    assert "![validation rSum of the collapsed runs](mini-collapsed.png)" in section
+    png = env["reports"] / "mini-collapsed.png"
+    assert png.stat().st_size > 1000
+    # The plot shows the record's curve, read back from the drawn line.
+    matrix = load_matrix("mini", env["root"])
+    df = load_results(env["results"])
+    from seps.report.collapse import collapsed_runs
+
+    runs, checked = collapsed_runs(df[df.file != "mini/base-old-s0.json"], matrix)
+    assert checked == 10 and [(r["run_id"], r["seed"]) for r in runs] == [("no-act", 0)]
+    series = plot_collapsed(runs, env["reports"] / "check.png")
+    assert series == {"quick / no-act": {"seed 0": ([0.0, 1.0, 2.0], [100.0, 120.0, 90.0])}}
+    # Regenerating is byte-identical; once nothing collapses the plot is removed.
+    first = png.read_bytes()
+    write_report("mini", env["results"], env["reports"], root=env["root"])
+    assert png.read_bytes() == first
+    _write(env["results"] / "mini" / "no-act-k0-s0.json", _record("no-act", 0))
+    write_report("mini", env["results"], env["reports"], root=env["root"])
+    assert not png.exists()
+
+
+# -------------------------------------------------------- dense-caption protocols
+def test_report_header_states_the_evaluation_protocol_key(env):
+    for i, f in enumerate(sorted((env["results"] / "mini").glob("*-k0-s*.json"))):
+        rec = json.loads(f.read_text())
+        # The top-level key, or the train config's field when the record has only that.
+        if i % 2:
+            rec["eval_dense_source"] = "candidate"
+        else:
+            rec["train_config"]["eval_dense_source"] = "candidate"
+        _write(f, rec)
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    header = text.split("## Protocol")[0]
+    assert (
+        "training `query` (official, leaks the ground-truth image's dense caption); "
+        "evaluation `candidate` (fair)."
+    ) in header
+    protocol = _section(text, "Protocol")
+    assert "(`eval_dense_source`, else the training one): candidate (fair)" in protocol
+    assert "dense caption (train / eval)" not in text  # one protocol pair: no column
+
+
+def test_report_with_mixed_protocols_states_them_per_row(env):
+    for seed in range(3):
+        rec = _record("no-act", seed)
+        rec["train_config"]["dense_source"] = "candidate"
+        _write(env["results"] / "mini" / f"no-act-k0-s{seed}.json", rec)
+    rec = _record("flip-hrpa", 0)
+    rec["eval_dense_source"] = "shuffled"
+    _write(env["results"] / "mini" / "flip-hrpa-k0-s0.json", rec)
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    header = text.split("## Protocol")[0]
+    assert "this matrix mixes protocols" in header
+    assert "`query` = official, leaks the ground-truth image's dense caption" in header
+    assert "`candidate` = fair" in header
+    table = _table_after(text, "## Results")
+    assert table[0][:3] == ["variant", "what differs", "dense caption (train / eval)"]
+    cells = {r[0]: r[2] for r in table[2:]}
+    assert cells == {
+        "base (baseline)": "query / query",
+        "flip-hrpa": "varies",
+        "no-act": "candidate / candidate",
+        "lonely": "query / query",
+        "broken": "—",
+    }
+    impact = _table_after(_section(text, "Reported by the paper"), "Claimed impact")
+    assert impact[0][1] == "dense caption (train / eval)" and impact[2][1] == "varies"
+    protocol = _section(text, "Protocol")
+    assert "dense caption in training** (`train_config.dense_source`): varies:" in protocol
+
+
+def test_report_refuses_records_of_two_code_versions_unless_allowed(env):
+    d = env["results"] / "mini"
+    for i, f in enumerate(sorted(d.glob("*-k0-s*.json"))):
+        rec = json.loads(f.read_text())
+        rec["code_version"] = "a" * 16 if i % 2 else "b" * 16
+        _write(f, rec)
+    args = (env["results"], env["reports"])
+    with pytest.raises(ValueError, match=r"code versions: .*--allow-mixed-versions"):
+        write_report("mini", *args, root=env["root"])
+    assert not (env["reports"] / "mini.md").exists()
+    text = write_report("mini", *args, root=env["root"], allow_mixed_versions=True).read_text()
+    assert f"Code versions: {'a' * 16}, {'b' * 16}" in text
+    # The CLI says it in one line and exits 2, and accepts the option.
+    assert (
+        main(
+            [
+                "report",
+                "mini",
+                "--results",
+                str(env["results"]),
+                "--reports",
+                str(env["reports"]),
+                "--ablations",
+                str(env["root"]),
+            ]
+        )
+        == 2
+    )
+
+
+def test_stale_records_set_aside_are_not_read(env):
+    d = env["results"] / "mini"
+    before = len(load_results(env["results"], "mini"))
+    f = sorted(d.glob("*-k0-s*.json"))[0]
+    shutil.copy(f, d / (f.stem + ".stale.json"))
+    shutil.copy(f, d / (f.stem + ".stale.1.json"))
+    assert len(load_results(env["results"], "mini")) == before

@@ -37,7 +37,8 @@ TEXT_FILES = [f"{s}_{kind}" for s in SPLITS for kind in ("caps.txt", "ids.txt")]
 
 @pytest.fixture(scope="module")
 def gen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Small data sets: seed 0 twice, seed 1, and seed 0 with hallucination."""
+    """Small data sets: seed 0 twice, seed 1, and seed 0 with hallucination (default dense
+    noise), and seed 0 without and with hallucination without dense noise."""
     base = tmp_path_factory.mktemp("synth")
     kw = {"n_images": 60, "image_size": 48}
     return {
@@ -45,6 +46,8 @@ def gen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "a2": generate_synthetic(base / "a2", seed=0, **kw),
         "b": generate_synthetic(base / "b", seed=1, **kw),
         "h": generate_synthetic(base / "h", seed=0, hallucination=0.5, **kw),
+        "a0": generate_synthetic(base / "a0", seed=0, dense_noise=0.0, **kw),
+        "h0": generate_synthetic(base / "h0", seed=0, hallucination=0.5, dense_noise=0.0, **kw),
     }
 
 
@@ -163,6 +166,7 @@ def test_custom_name_and_splits(tmp_path: Path) -> None:
         ({"splits": (0.5, 0.5)}, "3 fractions"),
         ({"splits": (0.5, 0.4, 0.4)}, "sum to 1"),
         ({"hallucination": 1.5}, "hallucination"),
+        ({"dense_noise": 0.7}, "dense_noise"),
         ({"image_size": 8}, "image_size"),
         ({"name": "a/b"}, "name"),
     ],
@@ -176,7 +180,7 @@ def test_invalid_arguments(tmp_path: Path, kwargs: dict, match: str) -> None:
 
 
 def test_hallucination_sidecar_and_effect(gen: dict[str, Path]) -> None:
-    clean, hall = gen["a"], gen["h"]
+    clean, hall = gen["a0"], gen["h0"]  # without dense noise
     meta = json.loads((hall / "meta.json").read_text())
     for split, n in (("train", 48), ("dev", 6), ("test", 6)):
         idx = json.loads((hall / f"hallucinated_{split}.json").read_text())
@@ -188,6 +192,12 @@ def test_hallucination_sidecar_and_effect(gen: dict[str, Path]) -> None:
         d_hall = read_lines(hall / f"synth_{split}.jsonl")
         for i in range(n):
             assert (d_clean[i] != d_hall[i]) == (i in idx), (split, i)
+        # with the default dense noise: the same images are hallucinated, the others keep
+        # their caption (the noise has a stream of its own)
+        assert json.loads((gen["h"] / f"hallucinated_{split}.json").read_text()) == idx
+        n_clean = read_lines(gen["a"] / f"synth_{split}.jsonl")
+        n_hall = read_lines(gen["h"] / f"synth_{split}.jsonl")
+        assert all(n_clean[i] == n_hall[i] for i in range(n) if i not in idx), split
         # images, sparse captions and ids do not depend on p
         for name in (f"{split}_caps.txt", f"{split}_ids.txt"):
             assert (clean / name).read_bytes() == (hall / name).read_bytes()
@@ -217,9 +227,9 @@ def test_caption_statistics_as_documented(big: Path) -> None:
     dense = [json.loads(x)["text"] for s in SPLITS for x in read_lines(big / f"synth_{s}.jsonl")]
     sparse_len = np.array([len(c.split()) for c in caps])
     dense_len = np.array([len(t.split()) for t in dense])
-    # documented: sparse mean ~10 (3-19), dense mean ~85 (about 50-115)
+    # documented: sparse mean ~10 (3-19), dense mean ~88 (about 40-145, default noise)
     assert 8.5 < sparse_len.mean() < 12.5 and sparse_len.min() >= 3 and sparse_len.max() <= 22
-    assert 75 < dense_len.mean() < 95 and dense_len.min() >= 40 and dense_len.max() <= 125
+    assert 80 < dense_len.mean() < 97 and dense_len.min() >= 38 and dense_len.max() <= 150
     # the same sparse caption string often belongs to several images (hard negatives)
     owners: dict[str, set[int]] = {}
     for j, c in enumerate(caps):

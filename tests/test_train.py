@@ -47,7 +47,7 @@ def test_resume_reproduces_uninterrupted_run(synth, tmp_path):
     stored = json.loads((tmp_path / "resumed" / "result.json").read_text())
     assert stored["metrics"] == resumed["metrics"]
     assert stored["environment"]["torch"] == torch.__version__
-    assert stored["dense_source"] == "query"
+    assert stored["dense_source"] == "candidate"
     for key in ("train_seconds", "eval_pairs_per_second", "parameters", "history"):
         assert key in stored
 
@@ -166,10 +166,12 @@ def test_cli_train_then_eval_each_dense_source(synth, tmp_path, capsys):
             == 0
         )
         rec = json.loads((out / f"eval-test-{source}.json").read_text())
-        assert rec["dense_source"] == source and 0 <= rec["metrics"]["rsum"] <= 600
-    query = json.loads((out / "eval-test-query.json").read_text())
+        # The checkpoint keeps its training protocol; --dense-source is the evaluation's.
+        assert rec["dense_source"] == "candidate" and rec["eval_dense_source"] == source
+        assert 0 <= rec["metrics"]["rsum"] <= 600
+    same = json.loads((out / "eval-test-candidate.json").read_text())
     trained = json.loads((out / "result.json").read_text())
-    assert query["metrics"] == trained["metrics"]
+    assert same["metrics"] == trained["metrics"]
 
 
 def test_cli_eval_official_checkpoint(synth, tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..data.synth import generate_synthetic
+from ..data.synth import DEFAULT_DENSE_NOISE, generate_synthetic
 from .registry import command
 
 
@@ -29,6 +29,16 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="fraction of dense captions that state a false object or attribute (default 0)",
+    )
+    synth.add_argument(
+        "--dense-noise",
+        type=float,
+        default=DEFAULT_DENSE_NOISE,
+        help=(
+            "MLLM-like noise of the dense captions: share of object mentions hallucinated, "
+            "with omissions and attribute, position and background errors scaled to it "
+            f"(default {DEFAULT_DENSE_NOISE:g}; 0: perfect captions, as before)"
+        ),
     )
     synth.add_argument(
         "--splits", default="0.8,0.1,0.1", help="train,dev,test fractions (default 0.8,0.1,0.1)"
@@ -55,6 +65,7 @@ def _run_data(args: argparse.Namespace) -> int:
         seed=args.seed,
         image_size=args.image_size,
         hallucination=args.hallucination,
+        dense_noise=args.dense_noise,
         splits=splits,
         name=args.name,
     )

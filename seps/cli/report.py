@@ -32,6 +32,13 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
         help="folder for <matrix>.md and its PNG plots (default: reports/)",
     )
     p.add_argument(
+        "--allow-mixed-versions",
+        action="store_true",
+        help="report records made by different versions of the code in one table (default: "
+        "refuse, naming the versions; 'seps-bench run MATRIX --rerun-stale' recomputes the "
+        "stale ones)",
+    )
+    p.add_argument(
         "--ablations",
         help="ablation definitions folder with matrices/, differences.yaml and "
         "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
@@ -59,6 +66,12 @@ def _run_report(args: argparse.Namespace) -> int:
             continue
         for err in scan_records(Path(args.results) / name)[1]:
             print(f"warning: {err}; listed under 'Failed runs'", file=sys.stderr)
-        path = write_report(name, args.results, args.reports, root=root)
+        path = write_report(
+            name,
+            args.results,
+            args.reports,
+            root=root,
+            allow_mixed_versions=args.allow_mixed_versions,
+        )
         print(f"report: {path}")
     return status

@@ -9,8 +9,9 @@ from typing import Any
 
 from ..ablations import default_root, list_matrices, load_matrix, load_profile
 from ..devices import check_device
-from ..runner import PlannedRun, check_data_dirs, plan, record_path, run_matrix
+from ..runner import PlannedRun, check_data_dirs, is_stale, plan, record_path, run_matrix
 from ..store import RecordError, check_writable, read_record
+from ..version import code_version
 from .options import seed_list
 from .registry import command
 
@@ -57,8 +58,21 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         "*.corrupt and run them again (failures caused by the environment, e.g. out of "
         "memory, are retried without it)",
     )
+    p.add_argument(
+        "--rerun-stale",
+        action="store_true",
+        help="run again the runs whose record is stale: made by another version of the code "
+        "that produces the numbers (or before records carried one); the old record is kept "
+        "beside as <name>.stale.json. Without it they are kept and counted",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the resolved runs and exit")
     p.add_argument("--ablations", help="ablation definitions folder (default ./ablations)")
+    p.add_argument(
+        "--allow-mixed-versions",
+        action="store_true",
+        help="let the report show records of different code versions together (default: "
+        "the report step refuses them; see --rerun-stale)",
+    )
     p.add_argument("--no-report", action="store_true", help="do not regenerate the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -103,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         backend=args.backend,
         only=args.only,
         retry_failed=args.retry_failed,
+        rerun_stale=args.rerun_stale,
         progress=not args.no_progress,
         ray_address=args.ray_address,
         **_overrides(args),
@@ -116,7 +131,13 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_report:
         from .report import write_report
 
-        path = write_report(matrix.name, results, Path(args.reports), root=root)
+        path = write_report(
+            matrix.name,
+            results,
+            Path(args.reports),
+            root=root,
+            allow_mixed_versions=args.allow_mixed_versions,
+        )
         print(f"report: {path}")
     return 0 if counts["done"] == len(records) and not records.unreadable else 1
 
@@ -129,6 +150,8 @@ def _dry_run_table(planned: list[PlannedRun], results: Path) -> str:
         try:
             rec = read_record(record_path(results, p))
             stored = "-" if rec is None else rec["status"]
+            if is_stale(rec, code_version()):
+                stored += " (stale)"
         except RecordError:
             stored = "unreadable"
         rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])

@@ -91,7 +91,8 @@ def _summary(result: dict[str, Any]) -> str:
     m = result["metrics"]
     keys = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
     rec = " ".join(f"{k}={m[k]:.1f}" for k in keys)
-    return f"rsum={m['rsum']:.1f} {rec} (dense_source={result['dense_source']})"
+    protocol = result.get("eval_dense_source", result["dense_source"])
+    return f"rsum={m['rsum']:.1f} {rec} (dense_source={protocol})"
 
 
 @command("train", "train one variant and evaluate it (writes <out>/result.json)", _add_train_args)
@@ -124,9 +125,11 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="split to evaluate (default test)")
     p.add_argument(
         "--dense-source",
-        default="query",
+        default=None,
         choices=DENSE_SOURCES,
-        help="query (official), candidate (fair), none, shuffled (control)",
+        help="dense-caption protocol of this evaluation: query (official, leaks the "
+        "ground-truth image's dense caption), candidate (fair), none, shuffled (control); "
+        "default: the one the checkpoint was trained under (query for --official)",
     )
     p.add_argument(
         "--dataset",
@@ -166,7 +169,6 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
     check_device(args.device)
     common = dict(
         skip_bad_images=args.skip_bad_images,
-        dense_source=args.dense_source,
         eval_split=args.split,
         device=args.device,
         progress=not args.no_progress,
@@ -185,6 +187,7 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
             image_dir=args.image_dir,
             image_size=model.img_enc.image_size,
             tokenizer=args.tokenizer or "bert-base-uncased",
+            dense_source=args.dense_source or "query",
             **common,
         )
         data_dir = prepare_data_dir(cfg)
@@ -193,6 +196,10 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
     tc = dict(ckpt["train_config"])
     tc["lr_milestones"] = tuple(tc["lr_milestones"])
     tc.update(common)
+    # The checkpoint keeps the protocol it was trained under; --dense-source says how
+    # to evaluate it.
+    tc["eval_dense_source"] = args.dense_source
+    tc.setdefault("dense_source", "query")  # checkpoints from before training protocols
     for key in ("data_path", "image_dir", "dataset"):
         if getattr(args, key):
             tc[key] = getattr(args, key)
@@ -226,6 +233,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     result = {
         "metrics": metrics,
         "dense_source": cfg.dense_source,
+        "eval_dense_source": cfg.eval_protocol,
         "split": cfg.eval_split,
         "checkpoint": str(args.checkpoint),
         "official": bool(args.official),
@@ -235,7 +243,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     }
     out = Path(
         args.output
-        or Path(args.checkpoint).with_name(f"eval-{cfg.eval_split}-{cfg.dense_source}.json")
+        or Path(args.checkpoint).with_name(f"eval-{cfg.eval_split}-{cfg.eval_protocol}.json")
     )
     atomic_write_json(out, result)
     print(_summary(result) + f" -> {out}")

@@ -2,7 +2,8 @@
 
 Modules: :mod:`seps.data.layout` (the loader), :mod:`seps.data.synth` (the generator),
 which draws its images with :mod:`seps.data.scenes` and its captions with
-:mod:`seps.data.captions`.
+:mod:`seps.data.captions`, the MLLM-like noise of the dense captions coming from
+:mod:`seps.data.noise`.
 
 Public names are imported lazily so that the generator does not pay for importing torch.
 """

@@ -57,6 +57,29 @@ One paragraph per image, objects in reading order (row-major cells):
 4. background (one per kind, with the stripe orientation / gradient side).
 5. closing (3 variants; a "the only object" sentence when n = 1).
 
+This plain grammar describes a scene perfectly. `seps.data.synth` writes it with
+``dense_noise=0``; by default it writes the noisy captions of `seps.data.noise`, which
+describe a perturbed scene (objects left out, misnamed, with wrong attributes or cells,
+or inserted; background colour wrong) with the varied wording below.
+
+Varied wording (``dense_caption(..., style=DenseStyle(...))``)
+--------------------------------------------------------------
+Objects are described in the order given (not necessarily reading order), with:
+
+1. intro: the 3 plain variants and "This is a simple illustration of {N} shapes set
+   against a ... background."; without the background (`DenseStyle.intro_background`
+   false): "The image shows {N} shapes.", "In this image, {N} shapes are visible.", "The
+   picture is a simple drawing of {N} shapes.";
+2. per object: the 3 plain variants and "{A} appears {pos}.", "{Pos}, you can see {a}.",
+   "The {cell} holds {a}." (and, after the first object, "There is also {a} {pos}.",
+   "Additionally, {a} is placed {pos}."); the size word is a synonym ("little", "tiny",
+   "big") with probability 0.3;
+3. relations as in the plain grammar (one pair from 4 objects on);
+4. background sentence as in the plain grammar, or none (`DenseStyle.background_sentence`);
+5. `DenseStyle.fillers` generic sentences that name no object, colour or position ("The
+   shapes have crisp outlines and flat, uniform colors." ...);
+6. closing (3 variants without the background colour; 2 for a single object).
+
 Hallucination
 -------------
 :func:`hallucinate` returns a *stated* scene that differs from the drawn one in one way,
@@ -68,7 +91,7 @@ get one is decided by `seps.data.synth`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -77,6 +100,7 @@ from .scenes import COLOURS, SHAPES, SIZES, Obj, Scene
 
 __all__ = [
     "CAPTIONS_PER_IMAGE",
+    "DenseStyle",
     "dense_caption",
     "hallucinate",
     "sparse_captions",
@@ -109,7 +133,7 @@ _CELL_NOUNS = (
     "bottom right corner",
 )
 _SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}
-_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six")
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight")
 
 
 def _article(phrase: str) -> str:
@@ -229,8 +253,15 @@ def _relation_sentence(a: Obj, b: Obj) -> str:
     return f"One {a.colour} {a.shape} is {rel} the other one."
 
 
-def dense_caption(scene: Scene, rng: np.random.Generator) -> str:
-    """An MLLM-style paragraph describing every object of ``scene`` and its background."""
+def dense_caption(scene: Scene, rng: np.random.Generator, style: DenseStyle | None = None) -> str:
+    """An MLLM-style paragraph describing every object of ``scene`` and its background.
+
+    Objects are described in the order of ``scene.objects`` (reading order for a sampled
+    scene). With ``style=None`` the paragraph follows the plain grammar above; a
+    `DenseStyle` selects the varied wording of the noisy captions (`seps.data.noise`).
+    """
+    if style is not None:
+        return _styled_dense(scene, rng, style)
     objs = scene.objects
     n = len(objs)
     what = "a single shape" if n == 1 else f"{_NUMBER_WORDS[n]} shapes"
@@ -272,6 +303,105 @@ def dense_caption(scene: Scene, rng: np.random.Generator) -> str:
             "The arrangement of the shapes creates a balanced and visually simple composition.",
         )
         sentences.append(closing[rng.integers(3)])
+    return " ".join(sentences)
+
+
+@dataclass(frozen=True)
+class DenseStyle:
+    """Wording choices of a noisy dense caption (see "Varied wording" above).
+
+    Attributes:
+        intro_background: the opening sentence names the background colour and kind.
+        background_sentence: the background sentence is written.
+        fillers: number of generic sentences (no object, colour or position words) added
+            before the closing, 0-2.
+    """
+
+    intro_background: bool = True
+    background_sentence: bool = True
+    fillers: int = 0
+
+
+_SIZE_SYNONYM_P = 0.3  # varied wording: "little", "tiny", "big" instead of the size name
+_FILLERS = (
+    "The shapes have crisp outlines and flat, uniform colors.",
+    "There is no text, person or animal in the image.",
+    "The drawing style is simple, like a basic computer graphic or a clip art illustration.",
+    "The lighting is even, and there are no shadows or reflections.",
+    "Each shape is clearly separated from the others, with some empty space around it.",
+)
+
+
+def _varied_full(obj: Obj, rng: np.random.Generator) -> str:
+    size = obj.size
+    if rng.random() < _SIZE_SYNONYM_P:
+        opts = _SIZE_WORDS[obj.size]
+        size = opts[rng.integers(len(opts))]
+    return f"{size} {obj.colour} {obj.shape}"
+
+
+def _cap(s: str) -> str:
+    return s[0].upper() + s[1:]
+
+
+def _styled_object(obj: Obj, first: bool, rng: np.random.Generator) -> str:
+    a = _article(_varied_full(obj, rng))
+    phrase, noun = _CELL_PHRASES[obj.cell], _CELL_NOUNS[obj.cell]
+    templates = [
+        f"In the {noun}, there is {a}.",
+        f"{_cap(a)} is located {phrase} of the image.",
+        f"{_cap(phrase)}, {a} can be seen.",
+        f"{_cap(a)} appears {phrase}.",
+        f"{_cap(phrase)}, you can see {a}.",
+        f"The {noun} holds {a}.",
+    ]
+    if not first:
+        templates += [f"There is also {a} {phrase}.", f"Additionally, {a} is placed {phrase}."]
+    return templates[rng.integers(len(templates))]
+
+
+def _styled_dense(scene: Scene, rng: np.random.Generator, style: DenseStyle) -> str:
+    objs = scene.objects
+    n = len(objs)
+    what = "a single shape" if n == 1 else f"{_NUMBER_WORDS[n]} shapes"
+    bg = _article(f"{scene.bg_colour} {scene.bg_kind}")
+    if style.intro_background:
+        intro = (
+            f"The image shows {what} on {bg} background.",
+            f"The image features {what} arranged on {bg} background.",
+            f"In this picture, there {'is' if n == 1 else 'are'} {what} drawn on top of {bg} "
+            "background.",
+            f"This is a simple illustration of {what} set against {bg} background.",
+        )
+    else:
+        intro = (
+            f"The image shows {what}.",
+            f"In this image, {what} {'is' if n == 1 else 'are'} visible.",
+            f"The picture is a simple drawing of {what}.",
+        )
+    sentences = [intro[rng.integers(len(intro))]]
+    sentences += [_styled_object(o, k == 0, rng) for k, o in enumerate(objs)]
+    n_rel = 1 if n >= 4 else 2
+    for a, b in list(zip(objs[1:], objs[:-1], strict=False))[:n_rel]:
+        sentences.append(_relation_sentence(a, b))
+    if style.background_sentence:
+        sentences.append(_bg_sentence(scene))
+    picks = rng.choice(len(_FILLERS), size=style.fillers, replace=False)
+    sentences += [_FILLERS[k] for k in picks]
+    if n == 1:
+        closing = (
+            f"The {objs[0].shape} is the only object in the image, which makes it the clear "
+            "focal point of the scene.",
+            f"Nothing else is drawn apart from this {objs[0].shape}.",
+        )
+    else:
+        closing = (
+            "Overall, the scene is simple and clean, and the shapes stand out clearly "
+            "against the background.",
+            "The arrangement of the shapes creates a balanced and visually simple composition.",
+            "The shapes are spread over the frame, and none of them overlap.",
+        )
+    sentences.append(closing[rng.integers(len(closing))])
     return " ".join(sentences)
 
 

@@ -11,7 +11,14 @@ Statistics (:mod:`seps.stats`). Per (profile, run) the seeds are independent rep
 the table shows the mean and the 95% confidence half-width ``t(0.975, n-1) * sd /
 sqrt(n)``. A variant is compared with the matrix's baseline *paired by seed* (the same seed
 gives the same data order and initial weights, so the per-seed difference removes most seed
-noise); its paired t-test marks ``*`` when the two-sided p < 0.05.
+noise) with a two-sided paired t-test. All the paired tests of one report (every profile,
+every section) are one family: their p-values are Holm-corrected together
+(:mod:`seps.report.compare`) and every verdict (``*`` when the corrected p < 0.05) uses the
+corrected p. A variant whose every seed is bit-identical to the baseline's is shown as
+``identical (no effect possible)`` with the reason read off the configs, and is not a test.
+A run whose final validation rSum is more than 10% below its best epoch's is listed under
+"Collapsed runs" (:mod:`seps.report.collapse`). The header states the training and the
+evaluation dense-caption protocol of the numbers (per row when a matrix mixes them).
 
 The ``Cost`` section (timings, throughput, memory, parameter counts) is the last one, so
 the accuracy part of two reports can be compared as ``text.split("\\n## Cost")[0]`` even
@@ -19,15 +26,26 @@ when the records come from machines with different speeds.
 
 One module per job, imported one way only (each imports only those below it)::
 
-    render -> loss_study -> loss_plots -> loss_records
-              -> prose, paper -> summary -> records
-              -> plots -> records
+    render -> loss_study -> loss_plots -> loss_records -> records
+              -> prose, paper -> summary -> compare -> records
+              -> collapse, plots -> records
+    loss_study -> compare
     (all of them) -> seps.stats, seps.formatting -> seps.store
 
 The ``report`` subcommand is :mod:`seps.cli.report`.
 """
 
-from ..stats import mean_ci, paired_mark, paired_test, t_quantile, t_two_sided_p
+from ..stats import (
+    correct,
+    holm,
+    mean_ci,
+    paired_mark,
+    paired_test,
+    t_quantile,
+    t_two_sided_p,
+)
+from .collapse import collapsed, plot_collapsed
+from .compare import Comparison, Family, compare, family_of, identical_reason
 from .loss_study import loss_study_section
 from .paper import PAPER_LABEL, PaperRef, load_claims, load_paper_figures, paper_reference
 from .plots import plot_curves, plot_delta
@@ -50,9 +68,17 @@ __all__ = [
     "RECALLS",
     "RECORD_COLUMNS",
     "SECTIONS",
+    "Comparison",
+    "Family",
     "PaperRef",
     "ReportData",
+    "collapsed",
+    "compare",
+    "correct",
     "current_records",
+    "family_of",
+    "holm",
+    "identical_reason",
     "load_claims",
     "load_paper_figures",
     "load_results",
@@ -62,6 +88,7 @@ __all__ = [
     "paired_mark",
     "paired_test",
     "paper_reference",
+    "plot_collapsed",
     "plot_curves",
     "plot_delta",
     "render_report",

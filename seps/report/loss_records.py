@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..config import CHOICES, get_config
 from ..stats import mean_ci
+from .records import dense_pair
 
 #: Ratio criteria of the study, ``off`` meaning ``ratio_loss=off``.
 CRITERIA = ("mse", "l1", "ce", "off")
@@ -90,18 +91,31 @@ def _ratio_row(sel: pd.DataFrame) -> dict[str, Any]:
     return {
         "seeds": len(sel),
         "target": float(np.mean(targets)),
-        "keep_final": float(np.nanmean(finals)) if finals else math.nan,
+        "keep_final": float(np.nanmean(finals)) if not np.isnan(finals).all() else math.nan,
         "ratio_min": min(values) if values else math.nan,
         "ratio_max": max(values) if values else math.nan,
         "ratio_grad_max": max(grads) if grads else math.nan,
         "selector_grad_mean": float(np.mean(sgrads)) if sgrads else math.nan,
+        **_per_seed(sel),
+    }
+
+
+def _per_seed(sel: pd.DataFrame) -> dict[str, Any]:
+    """rSum mean ± CI, rSum and record row per seed, dense-caption protocols of a cell."""
+    protocols = sorted({dense_pair(r) for r in sel.to_dict("records")})
+    return {
         "rsum": mean_ci([float(v) for v in sel["rsum"]]),
         "rsum_by_seed": dict(zip(sel["seed"], sel["rsum"], strict=True)),
+        "by_seed": {int(r["seed"]): r for r in sel.to_dict("records")},
+        "dense": protocols[0] if len(protocols) == 1 else "varies",
     }
 
 
 def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per (decision, criterion, form) of the ratio part (official triplet)."""
+    """One row per (decision, criterion, form) of the ratio part (official triplet):
+    ``seeds``, ``target``, ``keep_final``, ``ratio_min``/``ratio_max``, ``ratio_grad_max``,
+    ``selector_grad_mean``, ``rsum`` (mean, CI, n), ``rsum_by_seed``, ``by_seed`` (the
+    record rows) and ``dense`` (their dense-caption protocols, ``varies`` if mixed)."""
     rows = []
     part = done[done["align_loss"] == "triplet"] if len(done) else done
     for decision in DECISIONS:
@@ -120,7 +134,8 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per alignment loss (paper preset's ratio setting)."""
+    """One row per alignment loss (paper preset's ratio setting): ``align_loss``,
+    ``seeds``, ``rsum``, ``rsum_by_seed``, ``by_seed``, ``dense`` and ``run_ids``."""
     rows = []
     if done.empty:
         return rows
@@ -133,8 +148,7 @@ def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
             {
                 "align_loss": kind,
                 "seeds": len(sel),
-                "rsum": mean_ci([float(v) for v in sel["rsum"]]),
-                "rsum_by_seed": dict(zip(sel["seed"], sel["rsum"], strict=True)),
+                **_per_seed(sel),
                 "run_ids": sorted(set(sel["run_id"])),
             }
         )

@@ -11,6 +11,11 @@ generated from the numbers, beside the plots of :mod:`seps.report.loss_plots`:
 - where it acts, is MSE better than CE (final keep ratio against the target, rSum);
 - does the hardest-negative triplet beat multi-positive InfoNCE here.
 
+Every paired comparison of the section is listed by :func:`loss_study_comparisons`, so
+that it joins the report's one correction family; the verdicts ("outside seed noise")
+use the corrected p-values, and a cell bit-identical to the other side is said to be
+identical, not tested.
+
 A matrix opts in with ``sections: [loss-study]``; :func:`loss_study_section` returns
 the markdown lines, the plots and their series, which :func:`seps.report.write_report`
 places in the report.
@@ -19,14 +24,14 @@ places in the report.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..formatting import DASH, fmt, fmt_ci, markdown_table
-from ..stats import ALPHA, paired_test
+from ..stats import ALPHA
+from .compare import Comparison, Family, compare, family_of
 from .loss_plots import plot_alignment, plot_grad_norm, plot_keep_ratio, plot_ratio_curves
 from .loss_records import (
     ALIGN_LOSSES,
@@ -40,6 +45,7 @@ from .loss_records import (
     ratio_rows,
     steps,
 )
+from .records import DENSE_COLUMN
 
 #: Below this, a gradient norm is float rounding, not a signal (float32 sums of ~1e4 terms).
 GRAD_ZERO = 1e-5
@@ -64,21 +70,72 @@ def _acts(rows: list[dict[str, Any]], decision: str) -> tuple[bool, list[dict[st
     return acts, rs
 
 
-def _paired(a: Mapping[Any, float], b: Mapping[Any, float]) -> tuple[float, float, float, int]:
-    seeds = sorted(set(a) & set(b))
-    return paired_test([float(a[s]) - float(b[s]) for s in seeds])
+#: A comparison of the section, by what it compares: ``("mse-ce", decision, form)``,
+#: ``("hardest-infonce",)`` or ``("vs-triplet", alignment loss)``.
+Comparisons = dict[tuple[str, ...], Comparison]
 
 
-def _diff_text(d: tuple[float, float, float, int]) -> str:
-    mean, half, p, n = d
-    if n < 2:
-        return f"{_f(mean, 1)} on {n} paired seed{'s' if n != 1 else ''} (no CI: not a conclusion)"
-    verdict = "outside seed noise" if p < ALPHA else "within seed noise"
-    return f"{_f(mean, 1)} ± {_f(half, 1)} (paired t-test p = {p:.3f}, n = {n}: {verdict})"
+def _cell(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    return next((r for r in rows if all(r[k] == v for k, v in match.items())), None)
 
 
-def statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[str]:
-    """What the data say, each bullet citing the table or plot it rests on."""
+def comparisons(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> Comparisons:
+    """Every paired comparison the section prints, by name (see :data:`Comparisons`):
+    MSE − CE in each form of each decision where the ratio loss acts, the
+    hardest-negative triplet − InfoNCE, and each alignment loss − the official triplet."""
+    out: Comparisons = {}
+    for decision in DECISIONS:
+        acts, rs = _acts(rows, decision)
+        if not acts:
+            continue
+        for form in FORMS:
+            m = _cell(rs, criterion="mse", form=form)
+            c = _cell(rs, criterion="ce", form=form)
+            if m is not None and c is not None:
+                out["mse-ce", decision, form] = compare(m["by_seed"], c["by_seed"])
+    by = {r["align_loss"]: r for r in arows}
+    if "triplet_hardest" in by and "infonce" in by:
+        h, n = by["triplet_hardest"], by["infonce"]
+        out["hardest-infonce",] = compare(h["by_seed"], n["by_seed"])
+    if "triplet" in by:
+        for kind, row in by.items():
+            if kind != "triplet":
+                out["vs-triplet", kind] = compare(row["by_seed"], by["triplet"]["by_seed"])
+    return out
+
+
+def _significant(c: Comparison, family: Family) -> bool:
+    """Outside seed noise: a test of the family with corrected p < 0.05."""
+    return c.testable and family.p(c) < ALPHA
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def _diff_text(c: Comparison, family: Family) -> str:
+    if c.identical:
+        why = f": {c.reason}" if c.reason else ""
+        return f"identical on every seed (no effect possible{why}; not a test)"
+    if c.n < 2:
+        n = c.n
+        return (
+            f"{_f(c.mean, 1)} on {n} paired seed{'s' if n != 1 else ''} (no CI: not a conclusion)"
+        )
+    verdict = "outside seed noise" if _significant(c, family) else "within seed noise"
+    return (
+        f"{_f(c.mean, 1)} ± {_f(c.half, 1)} (paired t-test p {_p(c.p)}, Holm-corrected "
+        f"p {_p(family.p(c))}, n = {c.n}: {verdict})"
+    )
+
+
+def statements(
+    rows: list[dict[str, Any]], arows: list[dict[str, Any]], family: Family | None = None
+) -> list[str]:
+    """What the data say, each bullet citing the table or plot it rests on; verdicts on
+    p-values corrected in ``family`` (default: the family of these comparisons alone)."""
+    comps = comparisons(rows, arows)
+    family = family if family is not None else family_of(comps.values())
     out: list[str] = []
     for decision in DECISIONS:
         acts, rs = _acts(rows, decision)
@@ -103,24 +160,26 @@ def statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[
                 f"between {lo:.3g} and {hi:.3g} and the gradient it alone sends to the score "
                 f"predictor reaches {g:.3g} (Table 1; plot 'score-predictor gradient')."
             )
-            out += _mse_vs_ce(rs)
-            out += _seed_ratio_claim(rs)
-    out += _align_statements(arows)
+            out += _mse_vs_ce(rs, decision, comps, family)
+            out += _seed_ratio_claim(rs, comps.get(("mse-ce", decision, PLOT_FORM)), family)
+    out += _align_statements(arows, comps, family)
     return out
 
 
-def _seed_ratio_claim(rs: list[dict[str, Any]]) -> list[str]:
-    """Seed 000's argument for MSE, checked on the paper's (``separate``) form."""
-    m = next((r for r in rs if r["criterion"] == "mse" and r["form"] == PLOT_FORM), None)
-    c = next((r for r in rs if r["criterion"] == "ce" and r["form"] == PLOT_FORM), None)
-    if m is None or c is None:
+def _seed_ratio_claim(rs: list[dict[str, Any]], d: Comparison | None, family: Family) -> list[str]:
+    """Seed 000's argument for MSE, checked on the paper's (``separate``) form; ``d`` is
+    its MSE − CE comparison."""
+    m = _cell(rs, criterion="mse", form=PLOT_FORM)
+    c = _cell(rs, criterion="ce", form=PLOT_FORM)
+    if m is None or c is None or d is None:
         return []
     em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
-    d = _paired(m["rsum_by_seed"], c["rsum_by_seed"])
-    if d[3] < 2:
+    if d.identical:
+        acc = "rSum is identical on every seed (no effect possible)"
+    elif d.n < 2:
         acc = "the rSum difference has no CI (one seed)"
-    elif d[2] < ALPHA:
-        acc = f"rSum differs outside seed noise ({'MSE' if d[0] > 0 else 'CE'} higher)"
+    elif _significant(d, family):
+        acc = f"rSum differs outside seed noise ({'MSE' if d.mean > 0 else 'CE'} higher)"
     else:
         acc = "rSum does not differ outside seed noise"
     keep = (
@@ -130,12 +189,14 @@ def _seed_ratio_claim(rs: list[dict[str, Any]]) -> list[str]:
         if ec + 5e-4 < em
         else "both hold the keep ratio equally close to the target"
     )
-    if d[3] < 2:
+    if d.identical:
+        verdict = "the two criteria trained identically here, so this cannot test the seed"
+    elif d.n < 2:
         verdict = "with one seed this cannot test the seed's preference for MSE"
-    elif d[2] < ALPHA:
+    elif _significant(d, family):
         verdict = (
             "the data support the seed's preference for MSE"
-            if d[0] > 0
+            if d.mean > 0
             else "the data contradict the seed's preference for MSE"
         )
     else:
@@ -148,12 +209,15 @@ def _seed_ratio_claim(rs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _mse_vs_ce(rs: list[dict[str, Any]]) -> list[str]:
+def _mse_vs_ce(
+    rs: list[dict[str, Any]], decision: str, comps: Comparisons, family: Family
+) -> list[str]:
     out = []
     for form in FORMS:
-        m = next((r for r in rs if r["criterion"] == "mse" and r["form"] == form), None)
-        c = next((r for r in rs if r["criterion"] == "ce" and r["form"] == form), None)
-        if m is None or c is None:
+        m = _cell(rs, criterion="mse", form=form)
+        c = _cell(rs, criterion="ce", form=form)
+        d = comps.get(("mse-ce", decision, form))
+        if m is None or c is None or d is None:
             continue
         em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
         closer = (
@@ -161,56 +225,59 @@ def _mse_vs_ce(rs: list[dict[str, Any]]) -> list[str]:
             if abs(em - ec) < 5e-4
             else ("MSE ends closer" if em < ec else "CE ends closer")
         )
-        d = _paired(m["rsum_by_seed"], c["rsum_by_seed"])
         out.append(
             f"  - form={form}: final keep ratio MSE {_f(m['keep_final'])} vs CE "
             f"{_f(c['keep_final'])} (target {m['target']:g}; {closer}; plot "
             f"'keep ratio'). rSum MSE {_ci(m['rsum'])} vs CE {_ci(c['rsum'])}; MSE − CE = "
-            f"{_diff_text(d)} (Table 1)."
+            f"{_diff_text(d, family)} (Table 1)."
         )
     return out
 
 
-def _align_statements(arows: list[dict[str, Any]]) -> list[str]:
+def _align_statements(arows: list[dict[str, Any]], comps: Comparisons, family: Family) -> list[str]:
     by = {r["align_loss"]: r for r in arows}
     out = []
-    if "triplet_hardest" in by and "infonce" in by:
+    d = comps.get(("hardest-infonce",))
+    if d is not None:
         h, n = by["triplet_hardest"], by["infonce"]
-        d = _paired(h["rsum_by_seed"], n["rsum_by_seed"])
-        better = "higher" if d[0] > 0 else "lower" if d[0] < 0 else "equal"
+        sig = _significant(d, family)
+        better = "higher" if d.mean > 0 else "lower"
+        better = better if sig else "not separated from InfoNCE"
         out.append(
             f"- **Hardest-negative triplet vs multi-positive InfoNCE:** rSum "
-            f"{_ci(h['rsum'])} vs {_ci(n['rsum'])}; triplet − InfoNCE = {_diff_text(d)}: the "
-            f"hardest-negative triplet is {better} here (Table 2; plot 'alignment losses')."
+            f"{_ci(h['rsum'])} vs {_ci(n['rsum'])}; triplet − InfoNCE = "
+            f"{_diff_text(d, family)}: the hardest-negative triplet is {better} here "
+            "(Table 2; plot 'alignment losses')."
         )
-        if d[3] >= 2 and d[2] < ALPHA and d[0] < 0:
+        if sig and d.mean < 0:
             out.append(
                 "  The seeds' claim that cross-entropy cannot serve retrieval with several "
                 "captions per image does not hold for the multi-positive form on this data."
             )
-        elif d[3] >= 2 and d[2] >= ALPHA:
+        elif d.testable and not sig:
             out.append(
                 "  The data do not separate the two: the seeds' argument for the triplet is "
                 "neither confirmed nor refuted at this scale."
             )
-    if "triplet" in by:
-        base = by["triplet"]
-        for kind, row in by.items():
-            if kind == "triplet":
-                continue
-            d = _paired(row["rsum_by_seed"], base["rsum_by_seed"])
-            out.append(f"- `{kind}` − official schedule `triplet`: rSum {_diff_text(d)} (Table 2).")
+    for kind in by:
+        d = comps.get(("vs-triplet", kind))
+        if d is not None:
+            out.append(
+                f"- `{kind}` − official schedule `triplet`: rSum {_diff_text(d, family)} (Table 2)."
+            )
     return out
 
 
 # ------------------------------------------------------------------------- tables
-def ratio_table(rows: list[dict[str, Any]]) -> str:
-    """Table 1: one line per (decision, criterion, form) of :func:`ratio_rows`."""
+def ratio_table(rows: list[dict[str, Any]], dense_column: bool = False) -> str:
+    """Table 1: one line per (decision, criterion, form) of :func:`ratio_rows`
+    (``dense_column``: each row's dense-caption protocols, when the study mixes them)."""
     body = [
         [
             r["decision"],
             r["criterion"],
             r["form"],
+            *([r["dense"]] if dense_column else []),
             r["seeds"],
             _f(r["keep_final"]),
             f"{r['ratio_min']:.4g} .. {r['ratio_max']:.4g}",
@@ -224,6 +291,7 @@ def ratio_table(rows: list[dict[str, Any]]) -> str:
         "decision",
         "criterion",
         "form",
+        *([DENSE_COLUMN] if dense_column else []),
         "seeds",
         "final keep ratio",
         "ratio loss min .. max (all steps)",
@@ -234,18 +302,23 @@ def ratio_table(rows: list[dict[str, Any]]) -> str:
     return markdown_table(body, headers)
 
 
-def align_table(arows: list[dict[str, Any]]) -> str:
-    """Table 2: one line per alignment loss of :func:`align_rows`, Δ paired by seed."""
-    base = next((r for r in arows if r["align_loss"] == "triplet"), None)
+def align_table(
+    arows: list[dict[str, Any]], family: Family | None = None, dense_column: bool = False
+) -> str:
+    """Table 2: one line per alignment loss of :func:`align_rows`, Δ paired by seed with
+    its raw and corrected p (``family``; default: these comparisons alone)."""
+    comps = comparisons([], arows)
+    family = family if family is not None else family_of(comps.values())
     body = []
     for r in arows:
-        d = (
-            _diff_text(_paired(r["rsum_by_seed"], base["rsum_by_seed"]))
-            if base is not None and r is not base
-            else "baseline"
-        )
-        body.append([r["align_loss"], r["seeds"], _ci(r["rsum"]), d])
-    return markdown_table(body, ["alignment loss", "seeds", "rSum", "Δ rSum vs triplet (official)"])
+        d = comps.get(("vs-triplet", r["align_loss"]))
+        dense = [r["dense"]] if dense_column else []
+        delta = _diff_text(d, family) if d else "baseline" if r["align_loss"] == "triplet" else DASH
+        body.append([r["align_loss"], *dense, r["seeds"], _ci(r["rsum"]), delta])
+    headers = ["alignment loss", "seeds", "rSum", "Δ rSum vs triplet (official)"]
+    if dense_column:
+        headers.insert(1, DENSE_COLUMN)
+    return markdown_table(body, headers)
 
 
 # ------------------------------------------------------------------------ section
@@ -263,12 +336,28 @@ def plot_files(matrix_name: str, profile: str) -> list[str]:
     return [f"{matrix_name}-{profile}-{suffix}.png" for _, suffix, _ in PLOTS]
 
 
+def loss_study_comparisons(cur: pd.DataFrame) -> list[Comparison]:
+    """Every paired comparison the section prints, over all profiles (for the report's
+    correction family)."""
+    done = completed_runs(cur)
+    if done.empty:
+        return []
+    out: list[Comparison] = []
+    for profile in sorted(str(p) for p in done["profile"].dropna().unique()):
+        sub = done[done["profile"] == profile]
+        out += comparisons(ratio_rows(sub), align_rows(sub)).values()
+    return out
+
+
 def loss_study_section(
-    cur: pd.DataFrame, matrix_name: str, out_dir: Path
+    cur: pd.DataFrame, matrix_name: str, out_dir: Path, family: Family | None = None
 ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     """Markdown lines, plots (caption -> file) and the plotted series of the study,
-    one subsection per profile (``<matrix>-<profile>-<plot>.png``). Plot files of
-    profiles without records are removed rather than left stale."""
+    one subsection per profile (``<matrix>-<profile>-<plot>.png``). Verdicts use the
+    p-values corrected in ``family``, the report's (default: the family of the section's
+    own comparisons, :func:`loss_study_comparisons`). Plot files of profiles without
+    records are removed rather than left stale."""
+    family = family if family is not None else family_of(loss_study_comparisons(cur))
     done = completed_runs(cur)
     profiles = sorted(str(p) for p in done["profile"].dropna().unique()) if len(done) else []
     keep = {f for p in profiles for f in plot_files(matrix_name, p)}
@@ -278,12 +367,19 @@ def loss_study_section(
             stale.unlink()
     if not profiles:
         return [], {}, {}
-    lines = ["## Loss study", ""]
+    lines = [
+        "## Loss study",
+        "",
+        f"Paired comparisons: raw p and p {family.sentence()} (the same family as the "
+        "results table's; a comparison that also appears there is one test); 'outside "
+        "seed noise' means a corrected p < 0.05.",
+        "",
+    ]
     plots: dict[str, str] = {}
     series: dict[str, Any] = {}
     for profile in profiles:
         sub, sub_plots, sub_series = _profile_section(
-            done[done["profile"] == profile], matrix_name, profile, out_dir
+            done[done["profile"] == profile], matrix_name, profile, out_dir, family
         )
         lines += [f"### Profile `{profile}`", "", *sub]
         plots.update(sub_plots)
@@ -292,7 +388,7 @@ def loss_study_section(
 
 
 def _profile_section(
-    done: pd.DataFrame, matrix_name: str, profile: str, out_dir: Path
+    done: pd.DataFrame, matrix_name: str, profile: str, out_dir: Path, family: Family
 ) -> tuple[list[str], dict[str, str], dict[str, Any]]:
     plots: dict[str, str] = {}
     series: dict[str, Any] = {}
@@ -303,7 +399,9 @@ def _profile_section(
             plots[f"{caption} ({profile})"] = name
             series[suffix] = drawn
     rows, arows = ratio_rows(done), align_rows(done)
-    lines = ["#### What the data show", "", *statements(rows, arows), ""]
+    cells = {r["dense"] for r in [*rows, *arows]}
+    dense = len(cells) > 1 or "varies" in cells  # mixed protocols: a column per table
+    lines = ["#### What the data show", "", *statements(rows, arows, family), ""]
     if rows:
         lines += [
             "#### Table 1: ratio constraint",
@@ -314,7 +412,7 @@ def _profile_section(
             "(exactly 0 when the ratio loss has no graph). 'mean predictor grad': the whole "
             "loss's gradient there. Alignment loss: official triplet schedule.",
             "",
-            ratio_table(rows),
+            ratio_table(rows, dense),
             "",
         ]
     if arows:
@@ -323,7 +421,7 @@ def _profile_section(
             "",
             "Paper preset's ratio setting; rSum mean ± 95% CI over seeds; Δ is paired by seed.",
             "",
-            align_table(arows),
+            align_table(arows, family, dense),
             "",
         ]
     for caption, name in plots.items():
@@ -335,9 +433,12 @@ __all__ = [
     "ALIGN_LOSSES",
     "CRITERIA",
     "PLOTS",
+    "Comparisons",
     "align_rows",
     "align_table",
+    "comparisons",
     "criterion_of",
+    "loss_study_comparisons",
     "loss_study_section",
     "plot_alignment",
     "plot_files",

@@ -20,7 +20,7 @@ import yaml
 
 from ..ablations import Matrix, RunSpec, default_root
 from ..formatting import DASH, fmt, fmt_ci, is_missing, markdown_table
-from .records import LABELS, METRICS, profiles
+from .records import DENSE_COLUMN, LABELS, METRICS, profiles
 from .summary import delta_text, variant_text
 
 #: Label of the paper's Table 1 figure shown beside the code and paper presets.
@@ -187,10 +187,22 @@ def _module_row(r: Mapping[str, Any], ref: PaperRef) -> list[str]:
     return [variant_text(r), ref.text, *cells]
 
 
+def _table(rows: list[list[str]], dense_column: bool, headers: list[str]) -> str:
+    if dense_column:
+        headers = [headers[0], DENSE_COLUMN, *headers[1:]]
+    return markdown_table(rows, headers)
+
+
 def paper_sections(
-    summary: pd.DataFrame, matrix: Matrix, figures: Mapping[str, Any], claims: Mapping[str, str]
+    summary: pd.DataFrame,
+    matrix: Matrix,
+    figures: Mapping[str, Any],
+    claims: Mapping[str, str],
+    dense_column: bool = False,
 ) -> list[str]:
-    """Tables of reported figures beside measured ones, one per kind of reference."""
+    """Tables of reported figures beside measured ones, one per kind of reference
+    (``dense_column``: a column with each row's dense-caption protocols, after the
+    variant, for a matrix that mixes them)."""
     refs = {r.id: paper_reference(r, figures, claims) for r in matrix.runs}
     if not any(refs.values()):
         return []
@@ -212,14 +224,18 @@ def paper_sections(
             if ref is None:
                 continue
             if ref.kind == "impact":
-                by_kind["impact"].append(_impact_row(r, ref))
+                row = _impact_row(r, ref)
             elif ref.kind == "rsum":
-                by_kind["rsum"].append(_rsum_row(r, ref, base_ref))
+                row = _rsum_row(r, ref, base_ref)
             else:
-                by_kind["modules"].append(_module_row(r, ref))
+                row = _module_row(r, ref)
+            if dense_column:
+                row.insert(1, r["dense_protocol"])
+            by_kind[ref.kind].append(row)
         if not any(by_kind.values()):
             continue
         lines += [f"### Profile `{profile}`", ""]
+
         if by_kind["impact"]:
             lines += [
                 "Claimed impact of each documented difference (seed 004; a claim, not a "
@@ -227,8 +243,9 @@ def paper_sections(
                 "Measured: Δ rSum paired by seed, and that Δ as a percentage of the "
                 "baseline's rSum.",
                 "",
-                markdown_table(
+                _table(
                     by_kind["impact"],
+                    dense_column,
                     [
                         "variant",
                         "difference",
@@ -244,8 +261,9 @@ def paper_sections(
                 "rSum measured here beside the rSum reported on Flickr30K, ViT-Base-224. "
                 "Reported Δ is against the reported figure of the same table's baseline row.",
                 "",
-                markdown_table(
+                _table(
                     by_kind["rsum"],
+                    dense_column,
                     [
                         "variant",
                         "measured rSum",
@@ -266,7 +284,7 @@ def paper_sections(
                 "Module-ablation rows (the paper reports R@1 and R@5 only; Flickr30K, "
                 "ViT-Base-224)." + (f" Note: {' '.join(str(note).split())}" if note else ""),
                 "",
-                markdown_table(by_kind["modules"], headers),
+                _table(by_kind["modules"], dense_column, headers),
                 "",
             ]
     return lines

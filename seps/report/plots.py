@@ -36,8 +36,9 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
 
     Returns, per profile, the series *read back from the drawn artists*: ``labels`` (top
     to bottom), ``delta`` (bar lengths) and ``ci`` (error-bar half-widths, NaN where no
-    bar was drawn because fewer than 2 seeds are paired). An empty dict means nothing to
-    plot, and no file is written.
+    bar was drawn because fewer than 2 seeds are paired). Variants identical to the
+    baseline on every seed are labelled so (their 0 bar is not a measured null effect).
+    An empty dict means nothing to plot, and no file is written.
     """
     data = summary[~summary["is_baseline"] & summary["delta_rsum_mean"].notna()]
     panels = [p for p in profiles(summary) if (data["profile"] == p).any()]
@@ -68,10 +69,11 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
             err = ax.errorbar(
                 delta[has_ci], y[has_ci], xerr=ci[has_ci], fmt="none", ecolor="black", capsize=3
             )
-        for yi, di, ci_i in zip(y, delta, ci, strict=True):
-            if np.isnan(ci_i):  # say why the bar has no error bar
+        same = sub["identical"].tolist()
+        for yi, di, ci_i, ident in zip(y, delta, ci, same, strict=True):
+            if ident or np.isnan(ci_i):  # say why the bar has no (visible) error bar
                 ax.annotate(
-                    " 1 seed, no CI",
+                    " identical to the baseline" if ident else " 1 seed, no CI",
                     (float(di), float(yi)),
                     xytext=(4 if di >= 0 else -4, 0),
                     textcoords="offset points",
@@ -82,7 +84,10 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
         ax.axvline(0.0, color="black", linewidth=1.0)
         ax.set_yticks(y, labels)
         ax.invert_yaxis()
-        ax.set_xlabel(f"Δ rSum vs {matrix.baseline} (paired by seed, 95% CI)")
+        ax.set_xlabel(
+            f"Δ rSum vs {matrix.baseline} (paired by seed; per-test 95% CI, not adjusted "
+            "for multiple comparisons)"
+        )
         ax.set_title(f"{matrix.name} — profile {profile}", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         # Read the plotted numbers back from the artists, so callers check the figure.

@@ -1,9 +1,11 @@
 """The generated parts of a matrix report: protocol, results, findings, failures, cost.
 
 Every function returns markdown lines computed from the records or the summary alone.
-The findings ("What this run shows") state only what the paired tests support: an
-effect beyond seed noise, no detected difference (which is not equality), or a
-comparison that cannot be made, and always for this profile and dataset only.
+The findings ("What this run shows") state only what the paired tests support, judged on
+p-values corrected across the report's family (:mod:`seps.report.compare`): an effect
+beyond seed noise, no detected difference (which is not equality), runs identical to the
+baseline (no effect was possible), or a comparison that cannot be made, and always for
+this profile and dataset only.
 """
 
 from __future__ import annotations
@@ -15,9 +17,27 @@ import pandas as pd
 
 from ..ablations import Matrix
 from ..formatting import DASH, code, fmt, fmt_ci, fmt_count, is_missing, markdown_table
-from ..stats import ALPHA
-from .records import LABELS, METRICS, profiles
-from .summary import delta_text, p_text, seeds_text, variant_text
+from ..stats import ALPHA, mean_ci
+from .compare import Family
+from .records import (
+    DENSE_COLUMN,
+    DENSE_LABELS,
+    LABELS,
+    METRICS,
+    dense_label,
+    dense_pair,
+    eval_dense_of,
+    profiles,
+    train_dense_of,
+)
+from .summary import (
+    delta_text,
+    p_adj_text,
+    p_text,
+    seeds_text,
+    variant_text,
+    verdict_text,
+)
 
 
 # --------------------------------------------------------------------------- protocol
@@ -46,6 +66,38 @@ def _backbones(r: Mapping[str, Any]) -> str:
     return f"{r.get('backbone')} / {r.get('text_backbone')}"
 
 
+def mixes_dense(cur: pd.DataFrame) -> bool:
+    """Whether the records use more than one (training, evaluation) dense-caption
+    protocol pair: the tables then state it per row (:data:`DENSE_COLUMN`)."""
+    return len({dense_pair(r) for r in cur.to_dict("records")}) > 1
+
+
+def _dense_md(source: str | None) -> str:
+    """The protocol as inline code, then what it means: `` `query` (official, ...) ``."""
+    label = DENSE_LABELS.get(source or "")
+    return f"`{source or 'unknown'}`" + (f" ({label})" if label else "")
+
+
+def dense_header_lines(cur: pd.DataFrame) -> list[str]:
+    """The report header's statement of the dense-caption protocols of its numbers."""
+    recs = cur.to_dict("records")
+    if not recs:
+        return []
+    if not mixes_dense(cur):
+        r = recs[0]
+        return [
+            "**Dense-caption protocol of every number in this report**: training "
+            f"{_dense_md(train_dense_of(r))}; evaluation {_dense_md(eval_dense_of(r))}.",
+            "",
+        ]
+    legend = "; ".join(f"`{k}` = {v}" for k, v in DENSE_LABELS.items())
+    return [
+        "**Dense-caption protocol**: this matrix mixes protocols, so every table states "
+        f"it per row (column '{DENSE_COLUMN}'). {legend}.",
+        "",
+    ]
+
+
 def protocol_lines(cur: pd.DataFrame) -> list[str]:
     """What the numbers were measured on, one bullet per setting, ``varies`` when the
     records disagree."""
@@ -69,7 +121,10 @@ def protocol_lines(cur: pd.DataFrame) -> list[str]:
                 + ("" if is_missing(r.get("eval_images")) else f", {int(r['eval_images'])} images")
             )
         ),
-        f"- **dense caption at test time** (`dense_source`): {col(lambda r: r['dense_source'])}",
+        "- **dense caption in training** (`train_config.dense_source`): "
+        + col(lambda r: dense_label(train_dense_of(r))),
+        "- **dense caption at evaluation** (`eval_dense_source`, else the training one): "
+        + col(lambda r: dense_label(eval_dense_of(r))),
         f"- **training protocol**: {col(lambda r: r['protocol'])}",
         "- **training**: "
         + col(
@@ -83,19 +138,39 @@ def protocol_lines(cur: pd.DataFrame) -> list[str]:
         f"- **device**: {col(lambda r: r.get('device_name') or 'unknown')}",
         f"- **torch**: {col(lambda r: r.get('torch') or 'unknown')}",
         f"- **git commit**: {commit}",
+        *_text_only_lines(cur),
+    ]
+
+
+def _text_only_lines(cur: pd.DataFrame) -> list[str]:
+    """The pixel-free word matcher's rSum on the same test splits (one per seed: the
+    split is the seed's dataset draw), as the reference a fair protocol must stay above."""
+    if "text_only_rsum" not in cur or cur["text_only_rsum"].isna().all():
+        return []
+    per_seed = cur.dropna(subset=["text_only_rsum"]).drop_duplicates("seed")
+    mean, half, n = mean_ci(per_seed["text_only_rsum"].tolist())
+    return [
+        f"- **text-only matcher** (`seps.baselines`: the sparse caption's words against each "
+        f"gallery image's dense caption, no pixels; what the dense captions alone give away "
+        f"under `candidate`): rSum {fmt_ci(mean, half, n)} over {n} test split(s)"
     ]
 
 
 # ---------------------------------------------------------------------------- results
-def results_table(summary: pd.DataFrame) -> str:
-    """The recalls ± CI and paired Δ rSum of every run of one profile."""
+def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
+    """The recalls ± CI and paired Δ rSum of every run of one profile: the raw p, the
+    corrected p and the verdict on the corrected p (``dense_column``: the dense-caption
+    protocols of each row, for a matrix that mixes them)."""
     headers = [
         "variant",
         "what differs",
+        *([DENSE_COLUMN] if dense_column else []),
         "seeds",
         *(LABELS[m] for m in METRICS),
         "Δ rSum",
         "p (paired t)",
+        "p (Holm)",
+        "verdict",
     ]
     rows = []
     for r in summary.to_dict("records"):
@@ -103,10 +178,13 @@ def results_table(summary: pd.DataFrame) -> str:
             [
                 variant_text(r),
                 r["describe"],
+                *([r["dense_protocol"]] if dense_column else []),
                 seeds_text(r),
                 *(fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"]) for m in METRICS),
-                delta_text(r),
+                delta_text(r, mark=False),
                 p_text(r),
+                p_adj_text(r),
+                verdict_text(r),
             ]
         )
     return markdown_table(rows, headers)
@@ -124,12 +202,21 @@ def _one_seed(r: Mapping[str, Any]) -> str:
 def _paired_delta(r: Mapping[str, Any]) -> str:
     return (
         f"Δ {fmt_ci(r['delta_rsum_mean'], r['delta_rsum_ci'], r['delta_n'], sign=True)}, "
-        f"n={r['delta_n']}"
+        f"n={r['delta_n']}, p {_p(r['delta_p'])}, corrected p {_p(r['delta_p_adj'])}"
     )
 
 
+def _p(p: float) -> str:
+    """``= 0.012`` or ``< 0.001``, to follow "p" in a sentence."""
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def _reason(r: Mapping[str, Any]) -> str:
+    return r["identical_reason"] or "reason not known"
+
+
 def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
-    """The findings bullets of one profile's summary rows."""
+    """The findings bullets of one profile's summary rows (verdicts on corrected p)."""
     lines = []
     base = next((r for r in prof if r["is_baseline"]), None)
     others = [r for r in prof if not r["is_baseline"]]
@@ -144,38 +231,46 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             f"{fmt_ci(base['rsum_mean'], base['rsum_ci'], base['n'])} over {base['n']} "
             f"seed{'s' if base['n'] > 1 else ''}."
         )
-    testable = [r for r in others if r["delta_n"] >= 2]
+    identical = [r for r in others if r["identical"]]
+    rest = [r for r in others if not r["identical"]]
+    testable = [r for r in rest if r["delta_n"] >= 2]
     outside = [r for r in testable if r["delta_mark"] == "*"]
     within = [r for r in testable if r["delta_mark"] != "*"]
-    single = [r for r in others if r["delta_n"] == 1]
-    unpaired = [r for r in others if r["delta_n"] == 0 and r["n"] > 0]
-    all_failed = [r for r in others if r["n"] == 0]
+    raw_only = [r for r in within if r["delta_p"] < ALPHA]
+    single = [r for r in rest if r["delta_n"] == 1]
+    unpaired = [r for r in rest if r["delta_n"] == 0 and r["n"] > 0]
+    all_failed = [r for r in rest if r["n"] == 0]
     higher = [r for r in outside if r["delta_rsum_mean"] > 0]
     lower = [r for r in outside if r["delta_rsum_mean"] < 0]
     if higher:
         lines.append(
-            "- Higher rSum than the baseline beyond seed noise (paired 95% CI excludes "
-            f"0): {_names(higher, _paired_delta)}."
+            "- Higher rSum than the baseline beyond seed noise (corrected p < 0.05): "
+            f"{_names(higher, _paired_delta)}."
         )
     if lower:
         lines.append(
-            "- Lower rSum than the baseline beyond seed noise (paired 95% CI excludes "
-            f"0): {_names(lower, _paired_delta)}."
+            "- Lower rSum than the baseline beyond seed noise (corrected p < 0.05): "
+            f"{_names(lower, _paired_delta)}."
         )
     if within:
         lines.append(
-            "- Within seed noise (the CI includes 0: no difference detected with this "
-            "many seeds, which does not show the variants are equal): "
-            f"{_names(within, _paired_delta)}."
+            "- No difference detected at this number of seeds (corrected p ≥ 0.05; this "
+            f"does not show the variants are equal): {_names(within, _paired_delta)}."
+        )
+    if raw_only:
+        lines.append(
+            "- Of these, raw p < 0.05 but not after the correction for the report's many "
+            f"tests, so not claimed as effects: {', '.join(code(r['run_id']) for r in raw_only)}."
         )
     if testable and not outside:
         lines.append(
             "- No variant differs from the baseline beyond seed noise at this number of seeds."
         )
-    if len(testable) > 1:
+    if identical:
         lines.append(
-            f"- {len(testable)} paired tests at p < 0.05 without correction: about "
-            f"{len(testable) * ALPHA:.1f} would cross the threshold by chance alone."
+            "- Identical to the baseline on every seed, bit for bit: no effect was possible, "
+            "so these are not tests (left out of the correction): "
+            f"{_names(identical, _reason)}."
         )
     if single:
         lines.append(
@@ -196,11 +291,15 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
     return lines
 
 
-def findings_lines(summary: pd.DataFrame, matrix: Matrix) -> list[str]:
+def findings_lines(summary: pd.DataFrame, matrix: Matrix, family: Family) -> list[str]:
     """What the numbers support, per profile, without going beyond them."""
     lines = ["## What this run shows", ""]
     if summary.empty:
         return [*lines, "No completed runs: nothing can be concluded yet.", ""]
+    lines += [
+        f"Verdicts use p-values {family.sentence()} ({family.guarantee()} over all of them).",
+        "",
+    ]
     for profile in profiles(summary):
         prof = [r for r in summary.to_dict("records") if r["profile"] == profile]
         lines += [f"Profile `{profile}`:", "", *_profile_findings(prof, matrix), ""]
@@ -306,8 +405,10 @@ def cost_lines(summary: pd.DataFrame) -> list[str]:
 
 __all__ = [
     "cost_lines",
+    "dense_header_lines",
     "failed_lines",
     "findings_lines",
+    "mixes_dense",
     "other_lines",
     "protocol_lines",
     "results_table",

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..ablations import Matrix
+from ..formatting import is_missing
 from ..store import RECORD_NAME, RecordError, scan_records
 
 #: The six recalls in the paper's column order, then their sum.
@@ -50,6 +51,7 @@ RECORD_COLUMNS = (
     "started",
     "dense_source",
     "protocol",
+    "code_version",
     "dataset",
     "synth_images",
     "eval_split",
@@ -75,7 +77,58 @@ RECORD_COLUMNS = (
     "environment",
     "head_config",
     "train_config",
+    "metrics",
+    "train_dense_source",
+    "eval_dense_source",
 )
+
+#: The dense-caption protocols (``dense_source``) as every report labels them.
+DENSE_LABELS = {
+    "query": "official, leaks the ground-truth image's dense caption",
+    "candidate": "fair",
+    "none": "no dense caption",
+    "shuffled": "control: another image's dense caption",
+}
+
+#: Header of the per-row dense-caption protocol column of a matrix that mixes protocols.
+DENSE_COLUMN = "dense caption (train / eval)"
+
+
+def _text(x: Any) -> str | None:
+    return None if is_missing(x) or x == "" else str(x)
+
+
+def train_dense_of(rec: Mapping[str, Any]) -> str | None:
+    """The dense-caption protocol a run was trained with: ``train_config.dense_source``
+    (a record without a train config: its top-level ``dense_source``)."""
+    return _text((rec.get("train_config") or {}).get("dense_source")) or _text(
+        rec.get("dense_source")
+    )
+
+
+def eval_dense_of(rec: Mapping[str, Any]) -> str | None:
+    """The dense-caption protocol of a run's evaluation: the record's ``eval_dense_source``
+    when it has one (else its train config's), else the training protocol
+    (:func:`train_dense_of`)."""
+    return (
+        _text(rec.get("eval_dense_source"))
+        or _text((rec.get("train_config") or {}).get("eval_dense_source"))
+        or train_dense_of(rec)
+    )
+
+
+def dense_label(source: Any) -> str:
+    """``query (official, leaks the ground-truth image's dense caption)``, ``candidate
+    (fair)``, ...: a protocol with what it means (``unknown`` when missing)."""
+    src = _text(source)
+    if src is None:
+        return "unknown"
+    return f"{src} ({DENSE_LABELS[src]})" if src in DENSE_LABELS else src
+
+
+def dense_pair(rec: Mapping[str, Any]) -> str:
+    """``<training protocol> / <evaluation protocol>`` of one record or row."""
+    return f"{train_dense_of(rec) or 'unknown'} / {eval_dense_of(rec) or 'unknown'}"
 
 
 def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str, Any]:
@@ -95,6 +148,11 @@ def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str,
         # Run records say head_config; a trainer result.json says seps_config.
         head_config=rec.get("head_config") or rec.get("seps_config") or {},
         train_config=train_cfg,
+        metrics=dict(rec.get("metrics") or {}),
+        train_dense_source=train_dense_of(rec),
+        eval_dense_source=eval_dense_of(rec),
+        # The test split's text-only matcher (seps.baselines), a reference, not a metric.
+        text_only_rsum=rec.get("text_only_rsum"),
         torch=env.get("torch"),
         device_name=env.get("device_name"),
         git_commit=env.get("git_commit"),
@@ -131,6 +189,7 @@ def _unreadable_row(err: RecordError, matrix_dir: str) -> dict[str, Any]:
         environment={},
         head_config={},
         train_config={},
+        metrics={},
     )
     return row
 
@@ -206,13 +265,19 @@ def profiles(df: pd.DataFrame) -> list[str]:
 
 
 __all__ = [
+    "DENSE_COLUMN",
+    "DENSE_LABELS",
     "LABELS",
     "METRICS",
     "RECALLS",
     "RECORD_COLUMNS",
     "current_records",
+    "dense_label",
+    "dense_pair",
+    "eval_dense_of",
     "load_results",
     "matrices_with_records",
     "profiles",
     "runs_of",
+    "train_dense_of",
 ]

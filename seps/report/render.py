@@ -1,9 +1,11 @@
 """One matrix's report: ``reports/<matrix>.md`` and its plots, from stored records alone.
 
-:func:`write_report` loads the matrix's records once, derives the current records and
-the summary once (:class:`ReportData`), draws the plots and the matrix's extra sections
-from them, and writes the markdown of :func:`render_report` atomically. No clock is read
-and rows follow the matrix's run order, so the same records give the same bytes.
+:func:`write_report` loads the matrix's records once, derives the current records, the
+summary and the report's one correction family once (:class:`ReportData`: every paired
+test of the results table and of the matrix's extra sections, Holm-corrected together),
+draws the plots and the extra sections from them, and writes the markdown of
+:func:`render_report` atomically. No clock is read and rows follow the matrix's run
+order, so the same records give the same bytes.
 """
 
 from __future__ import annotations
@@ -11,31 +13,45 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from ..ablations import Matrix, load_matrix
 from ..store import atomic_write_text
-from .loss_study import loss_study_section
+from ..version import check_versions
+from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
+from .compare import Comparison, Family, family_of
+from .loss_study import loss_study_comparisons, loss_study_section
 from .paper import load_claims, load_paper_figures, paper_sections
 from .plots import plot_curves, plot_delta
 from .prose import (
     cost_lines,
+    dense_header_lines,
     failed_lines,
     findings_lines,
+    mixes_dense,
     other_lines,
     protocol_lines,
     results_table,
 )
 from .records import current_records, load_results, profiles, runs_of
-from .summary import summarise_current
+from .summary import summarise_current, summary_comparisons, with_family
+
+
+class Section(NamedTuple):
+    """An extra section of a report: ``comparisons(current records)`` lists the paired
+    tests it will print (they join the report's family); ``render(current records,
+    matrix name, report folder, family) -> (markdown lines, plots, plotted series)``."""
+
+    comparisons: Callable[[pd.DataFrame], list[Comparison]]
+    render: Callable[[pd.DataFrame, str, Path, Family], tuple[list[str], Any, Any]]
+
 
 #: Extra sections a matrix asks for with ``sections: [...]`` (see
-#: :data:`seps.ablations.REPORT_SECTIONS`): ``(current records, matrix name, report
-#: folder) -> (markdown lines, plots, plotted series)``.
-SECTIONS: dict[str, Callable[[pd.DataFrame, str, Path], tuple[list[str], Any, Any]]] = {
-    "loss-study": loss_study_section,
+#: :data:`seps.ablations.REPORT_SECTIONS`).
+SECTIONS: dict[str, Section] = {
+    "loss-study": Section(loss_study_comparisons, loss_study_section),
 }
 
 
@@ -46,7 +62,8 @@ class ReportData:
     ``records``: every row loaded for the matrix (runs no longer in the matrix included,
     to be named as unused); ``current``/``superseded``: the matrix's runs split by
     :func:`~seps.report.records.current_records`; ``summary``: the per-(profile, run)
-    statistics of the current records that belong to this matrix.
+    statistics of the current records that belong to this matrix; ``family``: every
+    paired test of the report (results table and extra sections), corrected together.
     """
 
     matrix: Matrix
@@ -54,6 +71,7 @@ class ReportData:
     current: pd.DataFrame
     superseded: pd.DataFrame
     summary: pd.DataFrame
+    family: Family
 
     @classmethod
     def of(cls, matrix: Matrix, records: pd.DataFrame) -> ReportData:
@@ -63,7 +81,11 @@ class ReportData:
         # others, copied into the folder by hand, are still counted and listed).
         own = current[current["matrix"] == matrix.name] if len(current) else current
         summary = summarise_current(own, matrix)
-        return cls(matrix, records, current, superseded, summary)
+        tests = summary_comparisons(summary)
+        for section in matrix.sections:
+            tests += SECTIONS[section].comparisons(current)
+        family = family_of(tests)
+        return cls(matrix, records, current, superseded, with_family(summary, family), family)
 
 
 def render_report(
@@ -72,10 +94,12 @@ def render_report(
     claims: Mapping[str, str],
     plots: Mapping[str, str],
     extra: Sequence[str] = (),
+    collapse_plot: str | None = None,
 ) -> str:
     """The markdown of one matrix's report (``plots``: caption -> PNG file name;
-    ``extra``: the lines of the matrix's extra sections, placed before the cost)."""
-    matrix, cur, summary = data.matrix, data.current, data.summary
+    ``extra``: the lines of the matrix's extra sections, placed before the cost;
+    ``collapse_plot``: the PNG of the collapsed runs' validation curves, if drawn)."""
+    matrix, cur, summary, family = data.matrix, data.current, data.summary, data.family
     lines = [f"# Report: {matrix.name}", ""]
     if matrix.description:
         lines += [matrix.description, ""]
@@ -88,26 +112,40 @@ def render_report(
         return "\n".join([*lines, "No stored results for this matrix yet.", ""])
     # Failed records never evaluated; describe the protocol of the numbers shown.
     done = cur[cur["status"] == "done"]
-    lines += ["## Protocol", "", *protocol_lines(done if len(done) else cur), ""]
+    shown = done if len(done) else cur
+    dense_column = mixes_dense(shown)
+    lines += dense_header_lines(shown)
+    versions = sorted({"unversioned" if pd.isna(v) else str(v) for v in cur["code_version"]})
+    lines += [f"Code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", ""]
+    lines += ["## Protocol", "", *protocol_lines(shown), ""]
     lines += [
         "## Results",
         "",
         "Percentages; mean ± 95% CI half-width over seeds (Student t, n−1 degrees of "
         "freedom; `n/a` with one seed). Δ rSum: mean of the per-seed differences to the "
-        f"baseline `{matrix.baseline}` on the same seed, ± its 95% CI; `*` paired t-test "
-        "two-sided p < 0.05, `ns` p ≥ 0.05, `n/a` fewer than 2 paired seeds.",
+        f"baseline `{matrix.baseline}` on the same seed, ± its 95% CI (per test, not "
+        "adjusted for multiple comparisons: a CI that excludes 0 need not survive the "
+        "correction). p (paired t): the "
+        f"two-sided paired t-test's raw p-value; p (Holm): {family.sentence()} (one "
+        "family: every profile's table and every section's tests); the verdict uses the "
+        "corrected p: `*` p (Holm) < 0.05, `ns` p (Holm) ≥ 0.05, `n/a` fewer than 2 "
+        "paired seeds, `identical` every seed's metrics bit-identical to the baseline's "
+        "(no effect possible; not a test, so not in the family), with the reason when "
+        "the configs show it.",
         "",
     ]
     for profile in profiles(summary):
         lines += [
             f"### Profile `{profile}`",
             "",
-            results_table(summary[summary["profile"] == profile]),
+            results_table(summary[summary["profile"] == profile], dense_column),
             "",
         ]
-    lines += paper_sections(summary, matrix, figures, claims)
-    lines += findings_lines(summary, matrix)
+    lines += paper_sections(summary, matrix, figures, claims, dense_column)
+    lines += findings_lines(summary, matrix, family)
     lines += failed_lines(cur, matrix)
+    runs, checked = collapsed_runs(cur, matrix)
+    lines += collapsed_lines(runs, checked, collapse_plot)
     lines += other_lines(matrix, data.records, cur, data.superseded)
     if plots:
         lines += ["## Plots", ""]
@@ -116,6 +154,16 @@ def render_report(
     lines += list(extra)
     lines += cost_lines(summary)
     return "\n".join(lines)
+
+
+def _write_collapse_plot(data: ReportData, out_dir: Path) -> str | None:
+    """Draw ``<matrix>-collapsed.png`` (None, and no stale file, when nothing collapsed)."""
+    path = out_dir / f"{data.matrix.name}-collapsed.png"
+    runs, _ = collapsed_runs(data.current, data.matrix)
+    if runs and plot_collapsed(runs, path):
+        return path.name
+    path.unlink(missing_ok=True)
+    return None
 
 
 def _write_plots(data: ReportData, out_dir: Path) -> dict[str, str]:
@@ -148,28 +196,42 @@ def write_report(
     results_dir: str | Path,
     reports_dir: str | Path,
     root: Path | None = None,
+    *,
+    allow_mixed_versions: bool = False,
 ) -> Path:
     """Regenerate ``<reports_dir>/<matrix>.md`` and its plots from stored records alone.
 
+    The current records must come from one version of the code
+    (:func:`seps.version.check_versions`; a ``ValueError`` names the versions) unless
+    ``allow_mixed_versions``. The header names the version(s).
+
     ``matrix_name`` is a matrix of ``root/matrices/`` (default :func:`default_root`) or a
     path to a matrix file; its records are read from ``<results_dir>/<matrix name>/``.
-    Plots are ``<matrix>-delta.png`` and ``<matrix>-curves.png`` beside the markdown; a
-    plot with nothing to show is removed rather than left stale. Returns the markdown path.
+    Plots are ``<matrix>-delta.png``, ``<matrix>-curves.png`` and
+    ``<matrix>-collapsed.png`` beside the markdown; a plot with nothing to show is removed
+    rather than left stale. Returns the markdown path.
     """
     matrix = load_matrix(matrix_name, root)
     figures = load_paper_figures(root)
     claims = load_claims(root, figures)
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))
+    if len(data.current):
+        check_versions(
+            [None if pd.isna(v) else str(v) for v in data.current["code_version"]],
+            allow_mixed=allow_mixed_versions,
+            what=f"{Path(results_dir) / matrix.name}",
+        )
     out_dir = Path(reports_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = _write_plots(data, out_dir)
+    collapse_plot = _write_collapse_plot(data, out_dir)
     extra: list[str] = []
     for section in matrix.sections:
-        lines, _, _ = SECTIONS[section](data.current, matrix.name, out_dir)
+        lines, _, _ = SECTIONS[section].render(data.current, matrix.name, out_dir, data.family)
         extra += lines
     path = out_dir / f"{matrix.name}.md"
-    atomic_write_text(path, render_report(data, figures, claims, plots, extra))
+    atomic_write_text(path, render_report(data, figures, claims, plots, extra, collapse_plot))
     return path
 
 
-__all__ = ["SECTIONS", "ReportData", "render_report", "write_report"]
+__all__ = ["SECTIONS", "ReportData", "Section", "render_report", "write_report"]

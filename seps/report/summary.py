@@ -2,7 +2,10 @@
 
 Per (profile, run) the seeds are independent repetitions: the summary has the mean and
 95% CI half-width of each recall (:func:`seps.stats.mean_ci`) and the rSum difference to
-the matrix's baseline paired by seed (:func:`seps.stats.paired_test`). The results,
+the matrix's baseline paired by seed (:func:`seps.report.compare.compare`), its raw
+p-value and its p-value corrected in the report's family (:func:`with_family`; by default
+the family of the summary's own tests). A variant bit-identical to the baseline on every
+seed is marked ``identical`` with the reason when known, and is not a test. The results,
 paper, findings and cost parts of a report, and the Δ plot, are all read from this one
 frame; the ``*_text`` functions give the cells of a summary row that several tables share.
 """
@@ -17,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import DASH, NA, fmt_ci
-from ..stats import mean_ci, paired_mark, paired_test
-from .records import METRICS, current_records, profiles, runs_of
+from ..formatting import DASH, NA, fmt, fmt_ci, is_missing
+from ..stats import ALPHA, mean_ci, paired_mark
+from .compare import Comparison, Family, compare, family_of
+from .records import METRICS, current_records, dense_pair, profiles, runs_of
 
 #: Columns of :func:`summarise`, in order.
 SUMMARY_COLUMNS = (
@@ -37,8 +41,13 @@ SUMMARY_COLUMNS = (
     "delta_rsum_mean",
     "delta_rsum_ci",
     "delta_p",
+    "delta_p_adj",
     "delta_n",
     "delta_mark",
+    "identical",
+    "identical_reason",
+    "comparison",
+    "dense_protocol",
     "baseline_rsum_mean",
     "train_seconds_mean",
     "train_pairs_per_second_mean",
@@ -49,7 +58,7 @@ SUMMARY_COLUMNS = (
 )
 
 
-def summarise(df: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
+def summarise(df: pd.DataFrame, matrix: Matrix, family: Family | None = None) -> pd.DataFrame:
     """Per (profile, run_id): seeds, mean and 95% CI of the recalls, paired Δ rSum, cost.
 
     ``df`` is any frame of :func:`~seps.report.records.load_results` (several matrices,
@@ -59,25 +68,32 @@ def summarise(df: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
     if not df.empty and "matrix" in df:
         df = df[df["matrix"] == matrix.name]
     cur, _ = current_records(runs_of(df, matrix))
-    return summarise_current(cur, matrix)
+    return summarise_current(cur, matrix, family)
 
 
-def summarise_current(cur: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
+def summarise_current(
+    cur: pd.DataFrame, matrix: Matrix, family: Family | None = None
+) -> pd.DataFrame:
     """:func:`summarise` of records that are already ``matrix``'s current ones.
 
     Only runs of ``matrix`` with at least one record appear; profiles are sorted by name
     and runs follow the matrix's order. Columns: ``profile, run_id, describe, preset,
     difference, paper_row, is_baseline, n, n_failed, seeds``, ``<metric>_mean`` and
     ``<metric>_ci`` for the six recalls and ``rsum``, ``delta_rsum_mean, delta_rsum_ci,
-    delta_p, delta_n, delta_mark, baseline_rsum_mean`` (the baseline's mean over the
-    paired seeds), ``train_seconds_mean, train_pairs_per_second_mean,
+    delta_p`` (raw), ``delta_p_adj`` (corrected in ``family``, default: the family of this
+    summary's tests; NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
+    ``identical``, ``n/a``, ``*`` or ``ns`` on the corrected p), ``identical,
+    identical_reason, comparison`` (the :class:`~seps.report.compare.Comparison`),
+    ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
+    records, ``varies`` when they differ), ``baseline_rsum_mean`` (the baseline's mean over
+    the paired seeds), ``train_seconds_mean, train_pairs_per_second_mean,
     eval_pairs_per_second_mean, parameters, trainable_parameters, peak_memory_bytes``.
     """
     rows: list[dict[str, Any]] = []
     for profile in profiles(cur):
         prof = cur[cur["profile"] == profile]
         base = prof[(prof["run_id"] == matrix.baseline) & (prof["status"] == "done")]
-        base_rsum = {int(s): float(v) for s, v in zip(base["seed"], base["rsum"], strict=True)}
+        base_by_seed = {int(r["seed"]): r for r in base.to_dict("records")}
         for run in matrix.runs:
             sub = prof[prof["run_id"] == run.id]
             if sub.empty:
@@ -98,19 +114,22 @@ def summarise_current(cur: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
             for m in METRICS:
                 mean, half, _ = mean_ci(done[m].tolist())
                 row[f"{m}_mean"], row[f"{m}_ci"] = mean, half
-            pairs = [
-                (float(v), base_rsum[int(s)])
-                for s, v in zip(done["seed"], done["rsum"], strict=True)
-                if int(s) in base_rsum
-            ]
-            d_mean, d_half, d_p, d_n = paired_test([v - b for v, b in pairs])
+            by_seed = {int(r["seed"]): r for r in done.to_dict("records")}
+            c = compare(by_seed, base_by_seed)
+            paired = [float(base_by_seed[s]["rsum"]) for s in by_seed if s in base_by_seed]
+            protocols = sorted({dense_pair(r) for r in by_seed.values()})
             row.update(
-                delta_rsum_mean=d_mean,
-                delta_rsum_ci=d_half,
-                delta_p=d_p,
-                delta_n=d_n,
-                delta_mark="baseline" if row["is_baseline"] else paired_mark(d_p, d_n),
-                baseline_rsum_mean=float(np.mean([b for _, b in pairs])) if pairs else math.nan,
+                delta_rsum_mean=c.mean,
+                delta_rsum_ci=c.half,
+                delta_p=c.p,
+                delta_p_adj=math.nan,
+                delta_n=c.n,
+                delta_mark="",
+                identical=c.identical and not row["is_baseline"],
+                identical_reason=None if row["is_baseline"] else c.reason,
+                comparison=None if row["is_baseline"] else c,
+                dense_protocol=_one_or_varies(protocols),
+                baseline_rsum_mean=float(np.mean(paired)) if paired else math.nan,
                 train_seconds_mean=_mean(done["train_seconds"]),
                 train_pairs_per_second_mean=_mean(done["train_pairs_per_second"]),
                 eval_pairs_per_second_mean=_mean(done["eval_pairs_per_second"]),
@@ -119,7 +138,44 @@ def summarise_current(cur: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
                 peak_memory_bytes=_max(done["peak_memory_bytes"]),
             )
             rows.append(row)
-    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    return with_family(
+        summary, family if family is not None else family_of(summary_comparisons(summary))
+    )
+
+
+def _one_or_varies(values: list[str]) -> str:
+    return DASH if not values else values[0] if len(values) == 1 else "varies"
+
+
+def summary_comparisons(summary: pd.DataFrame) -> list[Comparison]:
+    """The comparisons of a summary's variants with the baseline, in row order."""
+    return [c for c in summary["comparison"] if c is not None]
+
+
+def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
+    """``summary`` with ``delta_p_adj`` and ``delta_mark`` from ``family``'s corrected
+    p-values (the report's one family, which may hold tests of other sections too)."""
+    out = summary.copy()
+    adj, marks = [], []
+    for r in out.to_dict("records"):
+        c = r["comparison"]
+        if r["is_baseline"]:
+            adj.append(math.nan)
+            marks.append("baseline")
+        elif r["identical"]:
+            adj.append(math.nan)
+            marks.append("identical")
+        else:
+            p = family.p(c) if c is not None else math.nan
+            adj.append(p)
+            marks.append(paired_mark(p, r["delta_n"]))
+    out["delta_p_adj"] = pd.Series(adj, index=out.index, dtype=float)
+    out["delta_mark"] = pd.Series(marks, index=out.index, dtype=object)
+    # A reason is text or None (pandas would turn a None beside strings into NaN).
+    reasons = [None if is_missing(v) else str(v) for v in out["identical_reason"]]
+    out["identical_reason"] = pd.Series(reasons, index=out.index, dtype=object)
+    return out
 
 
 def _mean(s: pd.Series) -> float:
@@ -143,30 +199,72 @@ def seeds_text(row: Mapping[str, Any]) -> str:
     return f"{row['n']} ({row['n_failed']} failed)" if row["n_failed"] else str(row["n"])
 
 
-def delta_text(row: Mapping[str, Any]) -> str:
-    """Paired Δ rSum ± its CI and the test's mark (``baseline`` for the baseline)."""
+def p_value_text(p: float) -> str:
+    """A p-value with three decimals, ``< 0.001`` below that (never a bare ``0.000``)."""
+    return DASH if is_missing(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def delta_text(row: Mapping[str, Any], mark: bool = True) -> str:
+    """Paired Δ rSum ± its CI, then (``mark``) the corrected test's mark; ``baseline`` for
+    the baseline, ``0.0 (identical)`` for a variant identical to it."""
     if row["is_baseline"]:
         return "baseline"
+    if row["identical"]:
+        return f"{fmt(0.0)} (identical)"
     if row["delta_n"] == 0:
         return NA
     text = fmt_ci(row["delta_rsum_mean"], row["delta_rsum_ci"], row["delta_n"], sign=True)
     # One paired seed: "± n/a" already says the test is not possible; no second n/a.
-    return text if row["delta_n"] < 2 else f"{text} {row['delta_mark']}"
+    return text if row["delta_n"] < 2 or not mark else f"{text} {row['delta_mark']}"
 
 
 def p_text(row: Mapping[str, Any]) -> str:
-    """The paired test's p-value and number of pairs."""
-    if row["is_baseline"] or row["delta_n"] < 2:
-        return f"{NA} (n={row['delta_n']})" if not row["is_baseline"] else DASH
-    return f"{row['delta_p']:.3f} (n={row['delta_n']})"
+    """The paired test's raw p-value and number of pairs; ``identical (no effect
+    possible)`` instead of the p = 1 of a test on all-zero differences."""
+    if row["is_baseline"]:
+        return DASH
+    if row["identical"]:
+        return "identical (no effect possible)"
+    if row["delta_n"] < 2:
+        return f"{NA} (n={row['delta_n']})"
+    return f"{p_value_text(row['delta_p'])} (n={row['delta_n']})"
+
+
+def p_adj_text(row: Mapping[str, Any]) -> str:
+    """The corrected p-value; ``not a test`` for identical variants."""
+    if row["is_baseline"]:
+        return DASH
+    if row["identical"]:
+        return "not a test"
+    return NA if row["delta_n"] < 2 else p_value_text(row["delta_p_adj"])
+
+
+def verdict_text(row: Mapping[str, Any]) -> str:
+    """The verdict on the *corrected* p: ``higher *``/``lower *``, ``ns`` (with ``raw p <
+    0.05`` when only the raw p crossed), ``n/a (…)``, ``identical: <reason>``."""
+    if row["is_baseline"]:
+        return "baseline"
+    if row["identical"]:
+        reason = row["identical_reason"]
+        return f"identical: {reason}" if reason else "identical"
+    if row["delta_n"] < 2:
+        return f"{NA} ({row['delta_n']} paired seed{'s' if row['delta_n'] != 1 else ''})"
+    if row["delta_mark"] == "*":
+        return f"{'higher' if row['delta_rsum_mean'] > 0 else 'lower'} *"
+    return "ns (raw p < 0.05)" if row["delta_p"] < ALPHA else "ns"
 
 
 __all__ = [
     "SUMMARY_COLUMNS",
     "delta_text",
+    "p_adj_text",
     "p_text",
+    "p_value_text",
     "seeds_text",
     "summarise",
     "summarise_current",
+    "summary_comparisons",
     "variant_text",
+    "verdict_text",
+    "with_family",
 ]

@@ -23,13 +23,21 @@ from ..data.layout import SplitData, decode_image, load_split
 from ..data.synth import generate_synthetic, is_synthetic_dir
 from ..text import augment_caption_ids, load_tokenizer
 from ..train_config import TrainConfig
+from ..version import data_version
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def synthetic_path(cfg: TrainConfig) -> Path:
-    return Path(cfg.data_path or f"data/synth-{cfg.synth_images}-s{cfg.synth_seed}")
+    """Where the synthetic set of ``cfg`` lives: ``data_path`` (a complete set there is
+    used as it is), or a folder named after everything that determines its content
+    (size, draw, dense-caption noise, generator code), so a default folder is never
+    reused for other settings."""
+    default = (
+        f"data/synth-{cfg.synth_images}-s{cfg.data_seed}-dn{cfg.dense_noise:g}-g{data_version()}"
+    )
+    return Path(cfg.data_path or default)
 
 
 def check_data_dir(cfg: TrainConfig) -> Path:
@@ -60,7 +68,9 @@ def prepare_data_dir(cfg: TrainConfig) -> Path:
     """:func:`check_data_dir`, generating the synthetic set when it is absent."""
     path = check_data_dir(cfg)
     if cfg.dataset == "synthetic" and not is_synthetic_dir(path):
-        generate_synthetic(path, n_images=cfg.synth_images, seed=cfg.synth_seed)
+        generate_synthetic(
+            path, n_images=cfg.synth_images, seed=cfg.data_seed, dense_noise=cfg.dense_noise
+        )
     return path
 
 

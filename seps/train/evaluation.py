@@ -74,7 +74,7 @@ def evaluate_model(
         emb["dense"],
         emb["dense_lens"],
         caption_to_image=torch.as_tensor(split.data.caption_to_image),
-        dense_source=dense_source or cfg.dense_source,
+        dense_source=dense_source or cfg.eval_protocol,
         image_shard=cfg.eval_image_shard,
         text_shard=cfg.eval_text_shard,
         seed=cfg.seed,

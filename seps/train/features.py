@@ -21,6 +21,7 @@ from torch import Tensor
 from ..model import ModelSpec, SEPSModel
 from ..store import temp_path
 from ..train_config import TrainConfig
+from ..version import code_version
 from .data import SplitTensors
 
 
@@ -78,7 +79,10 @@ def cached_features(
         spec.to_dict(),
         weights,
         split.data.image_ids,
-        split.data.captions[:50],
+        # Every caption and dense caption (their noise differs between draws that share
+        # image ids), and the code that encodes them.
+        _fingerprint(split.data.captions, split.data.dense),
+        code_version(),
         cfg.max_words,
         cfg.max_dense_words,
         tag,

@@ -41,9 +41,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..baselines import text_only_sims
 from ..config import SEPSConfig
+from ..evaluate import shuffle_permutation
 from ..faults import kill_point
-from ..losses import SEPSLoss, keep_ratios
+from ..losses import SEPSLoss, keep_ratios, triplet_loss
+from ..metrics import recall_at_k
 from ..model import (
     ModelSpec,
     SEPSModel,
@@ -60,6 +63,7 @@ from .data import build_tokenizer, load, prepare_data_dir, split_tensors, subset
 from .distributed import TrainStep, barrier, data_parallel, init_distributed
 from .evaluation import evaluate_model
 from .features import cached_features
+from .pretrain import load_projections, pretrained_parts
 from .run_environment import environment, epoch_seed, peak_memory, seed_everything
 
 
@@ -97,13 +101,17 @@ class DivergedError(RuntimeError):
 
 def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
     data_dir = prepare_data_dir(cfg)
-    tokenizer = build_tokenizer(cfg, data_dir)
+    pretrained, text_backbone = cfg.pretrained, cfg.text_backbone
+    if cfg.pretrain is not None:
+        pretrained, text_backbone, tokenizer = pretrained_parts(cfg)
+    else:
+        tokenizer = build_tokenizer(cfg, data_dir)
     spec = ModelSpec(
         backbone=cfg.backbone,
         backbone_source=cfg.backbone_source,
-        pretrained=cfg.pretrained,
+        pretrained=pretrained,
         image_size=cfg.image_size,
-        text_backbone=cfg.text_backbone,
+        text_backbone=text_backbone,
         vocab_size=len(tokenizer),
     )
     return tokenizer, spec, data_dir
@@ -137,6 +145,40 @@ def ratio_grad_norm(ratio_term: Tensor, params: Sequence[torch.nn.Parameter]) ->
     if not ratio_term.requires_grad:
         return 0.0
     return _l2(torch.autograd.grad(ratio_term, params, retain_graph=True, allow_unused=True))
+
+
+#: Alignment losses logged at every step under one definition for the whole run (the
+#: active term, ``align``, changes definition with the warm-up and the hardest-negative
+#: schedule, so its curve alone mixes two losses): the triplet summed over all negatives
+#: and over the hardest negative, margin of the config, no warm-up factor.
+FIXED_LOSSES = ("align_sum", "align_hardest")
+
+
+def fixed_alignment_losses(sims: Tensor, img_ids: Tensor, margin: float) -> dict[str, float]:
+    """:data:`FIXED_LOSSES` of a batch's ``(B, B)`` similarities (no gradient)."""
+    with torch.no_grad():
+        return {
+            "align_sum": float(triplet_loss(sims, img_ids, margin, max_violation=False)),
+            "align_hardest": float(triplet_loss(sims, img_ids, margin, max_violation=True)),
+        }
+
+
+def dense_rows(cfg: TrainConfig, n_images: int) -> Tensor | None:
+    """Which dense caption goes with each training image under ``cfg.dense_source``:
+    ``rows[j]`` is the dense caption used for image ``j``'s row of the batch, or
+    ``None`` under ``none`` (the sparse caption stands in).
+
+    ``query`` and ``candidate`` both fetch image ``j``'s own caption, ``rows = arange``;
+    they differ in which pairs use it (``query``: every pair of the text whose image is
+    ``j``; ``candidate``: every pair of image ``j``, see :class:`TrainStep`).
+    ``shuffled``: a fixed derangement of the training images seeded by the run's seed,
+    so a text always comes with the same other image's description.
+    """
+    if cfg.dense_source == "none":
+        return None
+    if cfg.dense_source == "shuffled":
+        return shuffle_permutation(n_images, cfg.seed)
+    return torch.arange(n_images)
 
 
 def set_dropout(module: torch.nn.Module, p: float) -> None:
@@ -191,7 +233,10 @@ def _train(
         build_run(cfg, seps_cfg)
     barrier(dist)
     tokenizer, spec, data_dir = build_run(cfg, seps_cfg)
-    model = build_model(spec, seps_cfg).to(device)
+    model = build_model(spec, seps_cfg)
+    if cfg.pretrain is not None:
+        load_projections(model, Path(spec.pretrained).parent)  # type: ignore[arg-type]
+    model = model.to(device)
     if cfg.dropout is not None:
         set_dropout(model, cfg.dropout)
     seps_cfg = model.config
@@ -225,7 +270,12 @@ def _train(
             f"train config field 'batch_size': {cfg.batch_size} is not divisible by the "
             f"{dist.world} processes"
         )
-    step = data_parallel(TrainStep(model, dist.world, cfg.protocol == "frozen"), dist, device)
+    per_image = cfg.dense_source == "candidate"
+    step = data_parallel(
+        TrainStep(model, dist.world, cfg.protocol == "frozen", per_image_dense=per_image),
+        dist,
+        device,
+    )
 
     optimizer = torch.optim.AdamW(
         parameter_groups(model, cfg.lr, cfg.backbone_lr_mult),
@@ -259,6 +309,7 @@ def _train(
         )
     use_dense = seps_cfg.uses_dense
     c2i = torch.as_tensor(train_split.data.caption_to_image)
+    dense_of = dense_rows(cfg, train_split.data.n_images)
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16)
         if device.type == "cuda"
@@ -275,7 +326,7 @@ def _train(
             model.img_enc.visual_encoder.eval()
             model.txt_enc.bert.eval()
         max_violation = epoch >= cfg.max_violation_from
-        sums = {"loss": 0.0, "align": 0.0, "ratio": 0.0, "grad_norm": 0.0}
+        sums = dict.fromkeys(("loss", "align", *FIXED_LOSSES, "ratio", "grad_norm"), 0.0)
         ratio_sums: dict[str, float] = {}
         step_log: list[dict[str, Any]] = []
         steps = 0
@@ -292,17 +343,23 @@ def _train(
                     img_in = train_feats["img"][imgs[local]]
                     lens = train_feats["cap_lens"][caps]
                     cap_in = train_feats["cap"][caps[local]][:, : int(lens.max())]
-                    if use_dense:
-                        dlens = train_feats["dense_lens"][imgs]
-                        dense_in = train_feats["dense"][imgs[local]][:, : int(dlens.max())]
+                    if use_dense and dense_of is None:  # none: the sparse caption
+                        dlens, dense_in = lens, cap_in
+                    elif use_dense:
+                        rows = dense_of[imgs].tolist()
+                        dlens = train_feats["dense_lens"][rows]
+                        dense_in = train_feats["dense"][rows[local]][:, : int(dlens.max())]
                 else:
                     img_in = train_split.images.batch(imgs[local])
                     # Every rank tokenises and augments the whole batch, so that the
                     # random draws and the padding match a single process.
                     ids, lens = train_split.captions.batch(caps, text_rng)
                     cap_in = ids[local]
-                    if use_dense:
-                        dids, dlens = train_split.dense.batch(imgs, text_rng)
+                    if use_dense and dense_of is None:  # none: the sparse caption
+                        dlens, dense_in = lens, cap_in
+                    elif use_dense:
+                        rows = dense_of[imgs].tolist()
+                        dids, dlens = train_split.dense.batch(rows, text_rng)
                         dense_in = dids[local]
                 if dense_in is not None and dlens is not None:
                     dense_in, dlens_local = dense_in.to(device), dlens[local].to(device)
@@ -320,6 +377,7 @@ def _train(
                 loss = criterion(
                     sims, masks, img_ids, max_violation=max_violation, warmup_alpha=alpha
                 )
+                fixed = fixed_alignment_losses(sims.detach(), img_ids, seps_cfg.margin)
             optimizer.zero_grad(set_to_none=True)
             finite = bool(torch.isfinite(loss.total))
             if finite:
@@ -350,6 +408,7 @@ def _train(
                     "step": i,
                     "loss": loss.total.item(),
                     "align": loss.align.item(),
+                    **fixed,
                     "ratio": float(loss.ratio.detach()),
                     "ratio_parts": {k: float(v.detach()) for k, v in loss.ratio_parts.items()},
                     "keep_ratio": kr,
@@ -358,7 +417,8 @@ def _train(
                 }
             )
             sums["loss"] += step_log[-1]["loss"]
-            sums["align"] += step_log[-1]["align"]
+            for k in ("align", *FIXED_LOSSES):
+                sums[k] += step_log[-1][k]
             sums["ratio"] += step_log[-1]["ratio"]
             sums["grad_norm"] += float(gn)
             for b, r in kr.items():
@@ -380,7 +440,11 @@ def _train(
             "steps_log": step_log,
         }
         if val_split is not None:
-            rec["val"] = evaluate_model(model, val_split, device, cfg, feats=val_feats)
+            # Under the training protocol: runs that share this training (differing in
+            # eval_dense_source only) must share its history too.
+            rec["val"] = evaluate_model(
+                model, val_split, device, cfg, dense_source=cfg.dense_source, feats=val_feats
+            )
         state.history.append(rec)
         state.epoch = epoch
         state.train_seconds += seconds
@@ -429,12 +493,22 @@ def finish(
     metrics = evaluate_model(model, eval_split, device, cfg, feats=feats, progress=cfg.progress)
     eval_seconds = time.perf_counter() - t0
     pairs = eval_split.data.n_images * eval_split.data.n_captions
+    # What the test split's dense captions give away without pixels: the rSum of a word
+    # matcher of each caption against every image's dense caption (seps.baselines; it
+    # knows the synthetic vocabulary only).
+    text_only = None
+    if cfg.dataset == "synthetic":
+        sims = text_only_sims(eval_split.data.captions, eval_split.data.dense)
+        cpi = eval_split.data.n_captions // eval_split.data.n_images
+        text_only = recall_at_k(sims, cpi)["rsum"]
     result = {
         "metrics": metrics,
         "dense_source": cfg.dense_source,
+        "eval_dense_source": cfg.eval_protocol,
         "protocol": cfg.protocol,
         "eval_split": cfg.eval_split,
         "eval_images": eval_split.data.n_images,
+        "text_only_rsum": text_only,
         "history": state.history,
         "nonfinite_steps": state.nonfinite_steps,
         "train_seconds": state.train_seconds,

@@ -1,0 +1,359 @@
+"""Backbones pretrained once on synthetic scenes: where the ``standard`` regime starts.
+
+A paper-scale user fine-tunes backbones pretrained on millions of pairs (ViT on
+ImageNet-21k, BERT on books); a run that starts SEPS from random weights on a few
+thousand synthetic pairs spends its budget learning to see and read, and every variant
+sits near chance. This module gives the CPU suite the same starting point in miniature:
+the tiny ViT and tiny BERT are pretrained together once, on a *separate* synthetic draw
+(its own seed; no run's test scenes are in it), with a contrastive objective, and every
+run that names the recipe (``TrainConfig.pretrain``) starts from the result.
+
+Objective (a choice; the paper pretrains nothing itself): symmetric InfoNCE over a batch
+of distinct images, each paired with one of its five sparse captions under a
+*fine-grained* late-interaction score ``s(v, t) = mean_w max_n cos(x_n, u_w)`` over the
+image's tokens ``x`` and the caption's words ``u`` (in a small projection of the
+pretraining only, then dropped), plus the same loss for the first ``dense_share`` of the
+batch's images against their dense captions under a pooled score (mean words against
+mean tokens; a late interaction over 100-word captions would cost ten times the rest of
+the step). A pooled score alone would leave the patch tokens unspecific; SEPS selects
+patches, so they must carry local content. AdamW with a linear warm-up and a cosine
+decay.
+
+The result is a folder ``<root>/<recipe>-<key>/`` holding ``vision.safetensors`` (the
+timm state dict of the image backbone, loaded through ``ModelSpec.pretrained``),
+``text/`` (``BertModel.save_pretrained``), ``tokenizer/``, ``projections.safetensors``
+(the pretraining's projections, which a run of the same ``embed_size`` starts from) and
+``meta.json`` (the recipe,
+the loss curve, the time, the environment). ``key`` hashes the recipe and the source of
+the modules the pretraining runs, so a change of either builds anew and nothing stale is
+reused. Building is deterministic (seeded, single process, one thread) and happens under a lock, in
+a private folder renamed into place when complete: a killed build leaves nothing that
+could be mistaken for a result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..encoders import build_image_encoder, build_text_encoder
+from ..store import RunLock, atomic_write_json, clean_stale_temps
+from ..text import load_tokenizer
+from ..train_config import TrainConfig
+from .data import build_tokenizer, load, prepare_data_dir, split_tensors
+from .run_environment import environment, seed_everything
+
+__all__ = [
+    "RECIPES",
+    "PretrainRecipe",
+    "ensure_pretrained",
+    "pretrained_dir",
+    "recipe",
+]
+
+#: The pretraining's projections to its joint space, kept so that a run whose
+#: ``embed_size`` matches starts from token embeddings already aligned across modalities
+#: (a CLIP-like start; fresh projections would discard what the pretraining aligned).
+PROJECTIONS = "projections.safetensors"
+
+#: Default folder of pretrained backbones (beside the generated datasets).
+DEFAULT_ROOT = Path("data/pretrained")
+
+
+@dataclass(frozen=True)
+class PretrainRecipe:
+    """How a pair of tiny backbones is pretrained (see the module docstring)."""
+
+    description: str
+    backbone: str = "tiny-vit"
+    text_backbone: str = "tiny-bert"
+    image_size: int = 48
+    synth_images: int = 20000
+    synth_seed: int = 1_000_003  # far from any run's seed: a separate draw of scenes
+    dense_noise: float = 0.12
+    vocab_size: int = 4000
+    max_words: int = 32
+    max_dense_words: int = 160
+    steps: int = 1500
+    batch_size: int = 96
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    temperature: float = 0.07
+    dense_share: float = 0.5
+    embed_size: int = 64
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+RECIPES: dict[str, PretrainRecipe] = {
+    "synth-48": PretrainRecipe(
+        description=(
+            "tiny ViT (48 px, 36 patches) + tiny BERT, contrastive fine-grained pretraining on "
+            "a separate 20,000-image synthetic draw with MLLM-like dense captions"
+        ),
+    ),
+}
+
+#: The modules whose code determines a pretraining's result (hashed into its key).
+_SOURCES = (
+    "encoders.py",
+    "text.py",
+    "data/scenes.py",
+    "data/captions.py",
+    "data/synth.py",
+    "data/layout.py",
+    "train/data.py",
+    "train/pretrain.py",
+)
+
+
+def recipe(name: str) -> PretrainRecipe:
+    """The recipe ``name`` or a ``ValueError`` that lists the known ones."""
+    if name not in RECIPES:
+        raise ValueError(
+            f"train config field 'pretrain': unknown recipe {name!r}; known: "
+            f"{', '.join(sorted(RECIPES))}"
+        )
+    return RECIPES[name]
+
+
+def _source_hash() -> str:
+    pkg = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in _SOURCES:
+        h.update(rel.encode())
+        h.update((pkg / rel).read_bytes().replace(b"\r\n", b"\n"))
+    return h.hexdigest()
+
+
+def recipe_key(name: str) -> str:
+    """16 hex digits of the recipe's values and the source of :data:`_SOURCES`."""
+    blob = json.dumps([name, recipe(name).to_dict(), _source_hash()], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pretrained_dir(name: str, root: str | Path | None = None) -> Path:
+    """Where recipe ``name``'s backbones live (whether built or not)."""
+    return Path(root or DEFAULT_ROOT) / f"{name}-{recipe_key(name)}"
+
+
+def is_complete(folder: Path) -> bool:
+    """A finished build: ``meta.json`` is written last."""
+    return (folder / "meta.json").is_file()
+
+
+def ensure_pretrained(
+    name: str, root: str | Path | None = None, *, progress: bool = True, wait: bool = True
+) -> Path:
+    """The folder of recipe ``name``'s pretrained backbones, built first if absent.
+
+    Concurrent callers (a matrix with several workers) wait for one build under a lock
+    on ``<root>/.<recipe>-<key>.lock`` rather than building twice.
+    """
+    folder = pretrained_dir(name, root)
+    if is_complete(folder):
+        return folder
+    lock = RunLock(folder.parent / f".{folder.name}.lock")
+    while not lock.acquire():
+        if not wait:
+            raise ValueError(f"pretraining {name!r} is being built by {lock.holder}")
+        time.sleep(5)
+    try:
+        if not is_complete(folder):
+            _build(name, folder, progress)
+    finally:
+        lock.release()
+    return folder
+
+
+def _data_config(r: PretrainRecipe) -> TrainConfig:
+    return TrainConfig(
+        synth_images=r.synth_images,
+        synth_seed=r.synth_seed,
+        dense_noise=r.dense_noise,
+        image_size=r.image_size,
+        vocab_size=r.vocab_size,
+        max_words=r.max_words,
+        max_dense_words=r.max_dense_words,
+        backbone=r.backbone,
+        text_backbone=r.text_backbone,
+        seed=r.seed,
+        progress=False,
+    )
+
+
+def late_interaction(img: Tensor, words: Tensor, lens: Tensor) -> Tensor:
+    """``s[v, t] = mean_w max_n cos(img[v, n], words[t, w])`` over the real words.
+
+    img: ``(B_v, N, C)``, words: ``(B_t, L, C)``, lens: ``(B_t,)`` -> ``(B_v, B_t)``.
+    """
+    cos = torch.einsum("vnc,twc->vtwn", F.normalize(img, dim=-1), F.normalize(words, dim=-1))
+    best = cos.max(dim=-1).values  # (B_v, B_t, L)
+    mask = (torch.arange(words.shape[1], device=lens.device)[None] < lens[:, None]).to(best)
+    return (best * mask[None]).sum(-1) / lens.clamp(min=1).to(best)[None]
+
+
+def contrastive_loss(sims: Tensor, temperature: float) -> Tensor:
+    """Symmetric InfoNCE of a square matrix whose diagonal holds the positives."""
+    logits = sims / temperature
+    target = torch.arange(sims.shape[0], device=sims.device)
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.t(), target))
+
+
+def _lr_factor(step: int, r: PretrainRecipe) -> float:
+    if step < r.warmup_steps:
+        return (step + 1) / r.warmup_steps
+    done = (step - r.warmup_steps) / max(1, r.steps - r.warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(done, 1.0)))
+
+
+def _build(name: str, folder: Path, progress: bool) -> None:
+    # One thread: float sums then run in one order whatever the machine's core count, so
+    # the weights are the same bits everywhere (with two threads they differ in the last
+    # bits), and a loaded machine does not slow the build with spinning threads.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _build_single_thread(name, folder, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
+    r = recipe(name)
+    cfg = _data_config(r)
+    seed_everything(r.seed)
+    data_dir = prepare_data_dir(cfg)
+    tokenizer = build_tokenizer(cfg, data_dir)
+    split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer)
+    img_enc = build_image_encoder(r.backbone, r.embed_size, image_size=r.image_size)
+    txt_enc = build_text_encoder(r.text_backbone, r.embed_size, len(tokenizer))
+    params = list(img_enc.parameters()) + list(txt_enc.parameters())
+    opt = torch.optim.AdamW(params, lr=r.lr, weight_decay=r.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, r))
+    n_img = split.data.n_images
+    per_image = len(split.captions.pieces) // n_img
+    rng = random.Random(r.seed)
+    curve: list[dict[str, float]] = []
+    t0 = time.perf_counter()
+    bar = tqdm(range(r.steps), desc=f"pretrain {name}", disable=not progress)
+    img_enc.train()
+    txt_enc.train()
+    for step in bar:
+        imgs = rng.sample(range(n_img), r.batch_size)
+        caps = [i * per_image + rng.randrange(per_image) for i in imgs]
+        n_dense = round(r.dense_share * r.batch_size)
+        img = img_enc(split.images.batch(imgs))
+        ids, lens = split.captions.batch(caps)
+        loss = contrastive_loss(late_interaction(img, txt_enc(ids, lens), lens), r.temperature)
+        if n_dense >= 2:
+            # The dense captions of the first n_dense images, pooled: a late interaction
+            # over 100-word captions would cost ten times the rest of the step.
+            ids, lens = split.dense.batch(imgs[:n_dense])
+            words = txt_enc(ids, lens)
+            mask = (torch.arange(words.shape[1])[None] < lens[:, None]).to(words)
+            pooled = (words * mask[..., None]).sum(1) / lens[:, None].to(words)
+            sims = F.normalize(img[:n_dense].mean(1), dim=-1) @ F.normalize(pooled, dim=-1).t()
+            loss = loss + contrastive_loss(sims, r.temperature)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 2.0)
+        opt.step()
+        sched.step()
+        curve.append({"step": step, "loss": float(loss.detach())})
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
+    seconds = time.perf_counter() - t0
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(folder.parent, recursive=False)
+    tmp = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        state = {k: v.contiguous() for k, v in img_enc.visual_encoder.state_dict().items()}
+        save_file(state, str(tmp / "vision.safetensors"))
+        projections = {
+            **{f"vision_proj.{k}": v for k, v in img_enc.vision_proj.state_dict().items()},
+            **{f"fc.{k}": v for k, v in txt_enc.fc.state_dict().items()},
+        }
+        save_file({k: v.contiguous() for k, v in projections.items()}, str(tmp / PROJECTIONS))
+        txt_enc.bert.save_pretrained(tmp / "text")
+        tokenizer.save_pretrained(tmp / "tokenizer")
+        # Only the fingerprint matters to a run; the loss curve is kept every 10 steps.
+        atomic_write_json(
+            tmp / "meta.json",
+            {
+                "recipe": name,
+                "key": folder.name.rsplit("-", 1)[-1],
+                "values": r.to_dict(),
+                "train_seconds": seconds,
+                "final_loss": sum(c["loss"] for c in curve[-50:]) / len(curve[-50:]),
+                "curve": curve[::10],
+                "data": str(data_dir),
+                "environment": environment(),
+            },
+        )
+        os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_projections(model: torch.nn.Module, folder: str | Path) -> bool:
+    """Copy the pretraining's projections (``vision_proj``, ``fc``) into ``model``'s
+    encoders when their shapes match (the run's ``embed_size`` equals the recipe's);
+    return whether they were loaded (False: the run keeps fresh projections)."""
+    from safetensors.torch import load_file
+
+    saved = load_file(str(Path(folder) / PROJECTIONS))
+    targets = {"vision_proj": model.img_enc.vision_proj, "fc": model.txt_enc.fc}
+    for name, module in targets.items():
+        for k, v in module.state_dict().items():
+            if saved[f"{name}.{k}"].shape != v.shape:
+                return False
+    for name, module in targets.items():
+        module.load_state_dict({k: saved[f"{name}.{k}"] for k in module.state_dict()})
+    return True
+
+
+def pretrained_parts(cfg: TrainConfig) -> tuple[str, str, Any]:
+    """``(vision weights file, text backbone folder, tokenizer)`` of ``cfg.pretrain``,
+    built first if needed; a ``ValueError`` names the field that does not fit the recipe."""
+    assert cfg.pretrain is not None
+    r = recipe(cfg.pretrain)
+    for field, want in (
+        ("backbone", r.backbone),
+        ("text_backbone", r.text_backbone),
+        ("image_size", r.image_size),
+    ):
+        if getattr(cfg, field) != want:
+            raise ValueError(
+                f"train config field {field!r}: {getattr(cfg, field)!r} does not match "
+                f"pretraining recipe {cfg.pretrain!r} ({want!r})"
+            )
+    for field in ("pretrained", "tokenizer"):
+        if getattr(cfg, field) is not None:
+            raise ValueError(
+                f"train config field {field!r}: must be unset with pretrain={cfg.pretrain!r} "
+                "(the recipe provides the weights and the tokenizer)"
+            )
+    folder = ensure_pretrained(cfg.pretrain, progress=cfg.progress)
+    tokenizer = load_tokenizer(str(folder / "tokenizer"))
+    return str(folder / "vision.safetensors"), str(folder / "text"), tokenizer
