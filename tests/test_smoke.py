@@ -30,7 +30,7 @@ def test_smoke_seven_differences_matrix_and_report(tmp_path, capsys):
     ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "16 runs done, 0 failed" in out
+    assert "17 runs done, 0 failed" in out  # 16 variants and the laps reference
     report = (reports / "seven-differences.md").read_text()
     for section in (
         "## Protocol",
