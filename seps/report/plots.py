@@ -124,6 +124,13 @@ def _val_rsum(h: Mapping[str, Any]) -> Any:
     return val.get("rsum") if isinstance(val, Mapping) else None
 
 
+def _fixed_loss(h: Mapping[str, Any]) -> Any:
+    """The epoch's hardest-negative triplet, logged under one definition for the whole
+    run (the trained term ``loss`` changes definition with the warm-up and the schedule,
+    so its curve mixes two losses); ``loss`` for records made before it was logged."""
+    return h.get("align_hardest", h.get("loss"))
+
+
 def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
     """Per profile and panel, the mean curve of every run with a recorded history."""
     done = df[(df["status"] == "done") & df["run_id"].isin([r.id for r in matrix.runs])]
@@ -131,7 +138,7 @@ def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
     for profile in profiles(done):
         prof = done[done["profile"] == profile]
         panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
-        for name, value in (("loss", lambda h: h.get("loss")), ("val_rsum", _val_rsum)):
+        for name, value in (("loss", _fixed_loss), ("val_rsum", _val_rsum)):
             lines = {}
             for run in matrix.runs:
                 x, y = _epoch_means(prof[prof["run_id"] == run.id].sort_values("seed"), value)
@@ -164,7 +171,7 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         squeeze=False,
         layout="constrained",
     )
-    titles = {"loss": "training loss", "val_rsum": "validation rSum"}
+    titles = {"loss": "hardest-negative triplet (every epoch)", "val_rsum": "validation rSum"}
     out: Curves = {}
     handles: dict[str, Any] = {}
     for row, (profile, panels) in enumerate(series.items()):
