@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import re
 import time
@@ -495,16 +496,17 @@ def run_matrix(
         desc = f"{matrix.name} ({profile.name})"
         bar = tqdm(total=n, desc=desc, disable=not progress, unit="run")
         held = []
+        run = functools.partial(
+            run_group,
+            results=results,
+            retry_failed=retry_failed,
+            rerun_stale=rerun_stale,
+            progress=progress,
+            say=say,
+        )
         for group in groups.values():
             bar.set_postfix_str(f"{group[0].run.id} s{group[0].seed}")
-            recs = run_group(
-                group,
-                results,
-                retry_failed=retry_failed,
-                rerun_stale=rerun_stale,
-                progress=progress,
-                say=say,
-            )
+            recs = run(group)
             if recs is None:
                 held.append(group)
                 ids = ", ".join(f"{p.run.id} s{p.seed}" for p in group)
@@ -513,15 +515,7 @@ def run_matrix(
             _say_failures(recs, say)
             bar.update(len(group))
         for group in held:
-            recs = run_group(
-                group,
-                results,
-                retry_failed=retry_failed,
-                rerun_stale=rerun_stale,
-                progress=progress,
-                block=True,
-                say=say,
-            )
+            recs = run(group, block=True)
             _say_failures(recs or [], say)
             bar.update(len(group))
         bar.close()
