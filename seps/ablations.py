@@ -34,10 +34,15 @@ from typing import Any
 import yaml
 
 from .config import PRESETS, SEPSConfig, get_config
+from .data_fingerprint import data_fingerprint, resolved_path
 from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
 
 #: TrainConfig fields a matrix or a profile may not set (they are where/how, not what).
 NON_SEMANTIC_TRAIN_FIELDS = ("out_dir", "cache_dir", "progress", "device")
+#: TrainConfig fields a profile may set that cannot change a result (loader workers give
+#: the same batches; the optimizer state only decides what a finished checkpoint keeps):
+#: left out of run keys, so changing them never recomputes a stored run.
+RESULT_NEUTRAL_TRAIN_FIELDS = ("workers", "keep_optimizer")
 
 
 #: Extra report sections a matrix may ask for (``sections: [...]``), rendered by
@@ -440,18 +445,41 @@ def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = (
     """Hash of the fully resolved configs (without where/how fields and ``exclude``).
 
     Fields added after the first records (:data:`KEY_OMITTED_AT_DEFAULT`) count only
-    when set to something other than their default, so stored keys stay valid.
+    when set to something other than their default, so stored keys stay valid. A dataset
+    in the official layout (not ``synthetic``) counts by what it is, not how it was
+    named (:func:`_data_identity`); synthetic runs hash their fields as written.
     """
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     t = {
         k: v
         for k, v in train_cfg.to_dict().items()
         if k not in NON_SEMANTIC_TRAIN_FIELDS
+        and k not in RESULT_NEUTRAL_TRAIN_FIELDS
         and k not in exclude
         and not (k in KEY_OMITTED_AT_DEFAULT and v == defaults[k])
     }
+    if train_cfg.dataset != "synthetic" and train_cfg.data_path:
+        t.update(_data_identity(train_cfg, exclude))
     blob = json.dumps({"head": head.to_dict(), "train": t}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _data_identity(train_cfg: Any, exclude: tuple[str, ...]) -> dict[str, str]:
+    """The key entries of an official-layout dataset: ``data_path`` (and ``image_dir``)
+    resolved to absolute paths, and ``data_fingerprint`` of the split files the run reads
+    (:func:`seps.data_fingerprint.data_fingerprint`): the training and, with
+    ``val_images``, the validation split, and the evaluation split unless ``eval_split``
+    is excluded (a training key then ignores the test captions it never reads)."""
+    splits = {train_cfg.train_split}
+    if train_cfg.val_images > 0:
+        splits.add(train_cfg.val_split)
+    if "eval_split" not in exclude:
+        splits.add(train_cfg.eval_split)
+    path = resolved_path(train_cfg.data_path)
+    out = {"data_path": path, "data_fingerprint": data_fingerprint(path, splits)}
+    if train_cfg.image_dir and "image_dir" not in exclude:
+        out["image_dir"] = resolved_path(train_cfg.image_dir)
+    return out
 
 
 __all__ = [

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import SEPSConfig
+from .precision import fp32_apply
 
 
 def _masked_max(s: Tensor, mask: Tensor | None, dim: int) -> Tensor:
@@ -362,7 +363,8 @@ def patch_word_scores(
         wg = (w.reshape(b * r, -1) @ gram).view(b, r, -1)
         weighted_scale = _inv_norm((wg * w).sum(-1))
     else:
-        weighted, weighted_scale = _DirectTokens.apply(w, x, words)
+        # float32 under autocast: the hand-written backward mixes saved tensors.
+        weighted, weighted_scale = fp32_apply(_DirectTokens.apply, w, x, words)
     return _assemble(words, cls_col, weighted, weighted_scale, body_masks, xn)
 
 

@@ -14,10 +14,12 @@ prefix). The transformers backbones keep their pooling layers (``add_pooling_lay
 the ``from_pretrained`` default the official code used), so the checkpoints' ``pooler.*``
 keys load too; the pooler output itself is never used.
 
-Nothing here downloads unless asked to (``pretrained=True`` or a hub name); with
-``HF_HUB_OFFLINE`` set, hub names resolve from the local cache only and fail with a
-clear error otherwise. ``tiny_*`` helpers give small random-initialised configurations
-for CPU runs and tests.
+Nothing here downloads unless asked to (``pretrained=True`` or a hub name); when
+:func:`seps.hub.hub_offline` (``HF_HUB_OFFLINE`` set, or the hub unreachable), hub names
+resolve from the local cache only and fail with a one-line error otherwise. A transformers
+folder that holds weights is never silently built from its ``config.json`` alone, and a
+pretrained BERT only takes a tokenizer of its own vocabulary size. ``tiny_*`` helpers give
+small random-initialised configurations for CPU runs and tests.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, PretrainedConfig, SwinConfig, ViTConfig
 
-from .text import hub_offline
+from .hub import hub_offline, one_line
 
 __all__ = [
     "TINY_BACKBONES",
@@ -187,17 +189,32 @@ def _hf_vision_class(config: PretrainedConfig) -> type[nn.Module]:
 
 
 def _hf_from_pretrained(cls: Any, name_or_path: str, what: str, **kwargs: Any) -> Any:
-    """``cls.from_pretrained`` that is cache-only offline and explains failures."""
+    """``cls.from_pretrained`` that is cache-only offline and explains failures in one line."""
     local = Path(name_or_path).expanduser().exists()
     try:
         return cls.from_pretrained(name_or_path, local_files_only=local or hub_offline(), **kwargs)
     except Exception as exc:  # hub/IO errors differ across library versions
         raise RuntimeError(
             f"{what}={name_or_path!r}: could not load pretrained weights with "
-            f"{getattr(cls, '__name__', cls)}.from_pretrained ({type(exc).__name__}: {exc}). "
-            "Without internet pass a local folder (save_pretrained output) or a name that is "
-            "in the local Hugging Face cache, or use random initialisation"
+            f"{getattr(cls, '__name__', cls)}.from_pretrained ({type(exc).__name__}: "
+            f"{one_line(exc)}). Without internet pass a local folder (save_pretrained output) "
+            "or a name that is in the local Hugging Face cache, or use random initialisation"
         ) from exc
+
+
+def _weight_files(folder: str) -> list[str]:
+    """The transformers weight files (``model.safetensors``, ``pytorch_model.bin`` or their
+    shard indexes) in ``folder``; empty for a hub name or a folder with a config only."""
+    from transformers.utils import (
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        WEIGHTS_INDEX_NAME,
+        WEIGHTS_NAME,
+    )
+
+    path = Path(folder).expanduser()
+    names = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME)
+    return [n for n in names if (path / n).is_file()] if path.is_dir() else []
 
 
 class ImageEncoder(nn.Module):
@@ -215,7 +232,9 @@ class ImageEncoder(nn.Module):
             (``.pth``/``.bin``/``.safetensors``, loaded through
             ``pretrained_cfg_overlay=dict(file=path)`` so timm's own key filtering and
             position-embedding resampling apply), for transformers a ``save_pretrained``
-            folder.
+            folder. A transformers ``backbone`` folder that holds weights needs
+            ``pretrained`` set (its own path or ``True``): random init from such a folder is
+            refused, since it would ignore the weights.
         source: ``"timm"`` or ``"hf"`` (ignored when ``backbone`` is a config).
         model_kwargs: extra keyword arguments for ``timm.create_model`` (timm only).
 
@@ -290,7 +309,7 @@ class ImageEncoder(nn.Module):
             except Exception as exc:  # hub/IO errors differ across library versions
                 raise RuntimeError(
                     f"backbone={name!r}, pretrained=True: could not fetch timm weights "
-                    f"({type(exc).__name__}: {exc}). Without internet pass "
+                    f"({type(exc).__name__}: {one_line(exc)}). Without internet pass "
                     "pretrained=<local weights file> or pretrained=False"
                 ) from exc
         if pretrained is False or pretrained is None:
@@ -318,6 +337,15 @@ class ImageEncoder(nn.Module):
         if pretrained is False or pretrained is None:
             from transformers import AutoConfig
 
+            weights = _weight_files(backbone)
+            if weights:
+                # Building from config.json alone would drop these weights without a word.
+                raise ValueError(
+                    f"backbone={backbone!r} holds pretrained weights ({weights[0]}) but "
+                    "pretrained is unset, which would build a random-init model from its "
+                    f"config.json: pass --pretrained {backbone} (pretrained=<folder>) to load "
+                    "them, or a folder holding only config.json for random initialisation"
+                )
             config = _hf_from_pretrained(AutoConfig, backbone, "backbone")
             return _hf_vision_class(config)(config, add_pooling_layer=True)
         where, what = (
@@ -513,8 +541,9 @@ def build_text_encoder(
     ``"tiny-bert"`` selects :func:`tiny_bert_config` (``vocab_size`` required, e.g.
     ``len(tokenizer)``); a ``BertConfig`` is used as is, with ``vocab_size`` overriding
     its vocabulary size when given; any other string is a hub name or local folder, and a
-    given ``vocab_size`` (the tokenizer size) must then not exceed the
-    model's vocabulary.
+    given ``vocab_size`` (the tokenizer size) must then equal the model's vocabulary size: a
+    pretrained BERT reads ids of its own vocabulary only (a smaller tokenizer is almost surely
+    another vocabulary, such as one trained on the captions).
     """
     if isinstance(name_or_config, str) and name_or_config == "tiny-bert":
         if vocab_size is None:
@@ -527,9 +556,10 @@ def build_text_encoder(
             config.vocab_size = vocab_size
         return TextEncoder(config, embed_size)
     encoder = TextEncoder(name_or_config, embed_size)
-    if vocab_size is not None and vocab_size > encoder.vocab_size:
+    if vocab_size is not None and vocab_size != encoder.vocab_size:
         raise ValueError(
-            f"vocab_size={vocab_size} exceeds the {encoder.vocab_size} word embeddings of "
-            f"{os.fspath(name_or_config)!r}; use the model's own tokenizer"
+            f"vocab_size={vocab_size} (the tokenizer's) does not match the "
+            f"{encoder.vocab_size} word embeddings of {os.fspath(name_or_config)!r}: pass "
+            "--tokenizer <that model's tokenizer folder or hub name> (tokenizer=...)"
         )
     return encoder

@@ -12,12 +12,19 @@ Two naming schemes exist for the head's parameters:
 Both are prefixes of one table, :data:`PREFIX_MAP`, so a state dict of either
 scheme (with or without the ``cross_net.`` prefix of a full model, and with or
 without DDP's ``module.``) maps onto :class:`seps.head.SEPSHead`.
+
+Full official checkpoints (:func:`load_checkpoint`) also carry the backbones, saved with
+transformers 4 names; they are renamed to the installed transformers' names by the
+library's own conversion table, and the four official model types (:data:`OFFICIAL_VISION`)
+and ``bert-base-uncased`` are built without downloads. :func:`load_official_tokenizer`
+tokenises as the official data loader.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +32,7 @@ from torch import Tensor
 
 from .config import get_config
 from .head import SEPSHead
+from .hub import hub_offline, one_line
 
 if TYPE_CHECKING:
     from .model import SEPSModel
@@ -46,7 +54,8 @@ SCALAR_KEYS = ("aggregation.scale",)
 
 
 class CheckpointError(ValueError):
-    """A state dict or checkpoint does not fit the head; the message lists every problem."""
+    """A state dict or checkpoint does not fit; the one-line message names the first keys of
+    each kind of problem and how many there are."""
 
 
 def strip_prefixes(key: str) -> str:
@@ -92,8 +101,8 @@ def export_state_dict(head: SEPSHead, prefix: str = "cross_net.") -> dict[str, T
 
 
 def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, Tensor]:
-    """Rename ``state_dict`` for ``head``; raise :class:`CheckpointError` listing every
-    missing, unexpected or mis-shaped key."""
+    """Rename ``state_dict`` for ``head``; raise a one-line :class:`CheckpointError` naming
+    the first missing, unexpected and mis-shaped keys with their counts."""
     own = head.state_dict()
     mapped: dict[str, Tensor] = {}
     # Names the state dict provides, fitting or not: a key that is there with the wrong
@@ -124,11 +133,11 @@ def map_state_dict(state_dict: Mapping[str, Any], head: SEPSHead) -> dict[str, T
     ]
     problems = []
     if missing:
-        problems.append("missing keys: " + ", ".join(missing))
+        problems.append("missing keys: " + _key_list(missing))
     if unexpected:
-        problems.append("unexpected keys: " + ", ".join(unexpected))
+        problems.append("unexpected keys: " + _key_list(unexpected))
     if misshaped:
-        problems.append("mis-shaped keys: " + "; ".join(misshaped))
+        problems.append("mis-shaped keys: " + _key_list(misshaped, "; "))
     if problems:
         raise CheckpointError(
             "state dict does not fit the head "
@@ -177,22 +186,161 @@ def load_crossnet(
 
 
 __all__ = [
+    "OFFICIAL_TEXT",
+    "OFFICIAL_VISION",
     "PREFIX_MAP",
     "CheckpointError",
+    "builtin_config",
     "export_state_dict",
     "load_checkpoint",
     "load_crossnet",
+    "load_official_tokenizer",
     "map_state_dict",
+    "official_model_type",
+    "official_text_config",
+    "official_vision_config",
     "to_official_key",
     "to_project_key",
 ]
 
 
 # --------------------------------------------------------------- full checkpoints
-OFFICIAL_VISION = {
-    "vit": "google/vit-base-patch16-224-in21k",
-    "swin": "microsoft/swin-base-patch4-window7-224-in22k",
+_VIT_BASE: dict[str, Any] = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-12,
+    "qkv_bias": True,
+    "patch_size": 16,
 }
+_SWIN_BASE: dict[str, Any] = {
+    "patch_size": 4,
+    "embed_dim": 128,
+    "depths": [2, 2, 18, 2],
+    "num_heads": [4, 8, 16, 32],
+    "mlp_ratio": 4.0,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-5,
+    "qkv_bias": True,
+    "use_absolute_embeddings": False,
+}
+
+#: The four image backbones of the official ``lib/encoders.py``: model type -> (the hub model
+#: it starts from, transformers model type, architecture). The architectures repeat the fields
+#: of those hub configs that shape the weights or the forward (the rest are transformers
+#: defaults), so that importing a checkpoint needs no download. ``N``: 196, 576, 49, 144.
+OFFICIAL_VISION: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "vit_224": ("google/vit-base-patch16-224-in21k", "vit", {**_VIT_BASE, "image_size": 224}),
+    "vit_384": ("google/vit-base-patch16-384", "vit", {**_VIT_BASE, "image_size": 384}),
+    "swin_224": (
+        "microsoft/swin-base-patch4-window7-224",
+        "swin",
+        {**_SWIN_BASE, "image_size": 224, "window_size": 7},
+    ),
+    "swin_384": (
+        "microsoft/swin-base-patch4-window12-384",
+        "swin",
+        {**_SWIN_BASE, "image_size": 384, "window_size": 12},
+    ),
+}
+
+#: The official text encoder and tokenizer: hard-wired to this hub model (the code that would
+#: read ``opt.bert_path`` is commented out), so ``opt.bert_path`` is ignored here too.
+OFFICIAL_TEXT = "bert-base-uncased"
+#: Token features the official evaluation keeps of each encoded caption ([CLS] included):
+#: it encodes captions whole and cuts the encoder's output (``--max_word 90`` of LAPS).
+OFFICIAL_EVAL_MAX_WORDS = 90
+_BERT_BASE: dict[str, Any] = {
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+}
+
+#: How many keys of each kind an error message names (it gives the count of the rest).
+_KEYS_SHOWN = 3
+
+
+def official_model_type(vit_type: Any) -> str:
+    """The :data:`OFFICIAL_VISION` entry the official code builds for ``opt.vit_type``.
+
+    As ``lib/encoders.py``: a type containing ``swin`` is ``swin_384`` when it contains
+    ``swin_384``, ``swin_224`` when it contains ``swin_224`` or is ``swin``; any other is
+    ``vit_384`` when it contains ``vit_384``, ``vit_224`` when it contains ``vit_224`` or is
+    ``vit``. The official code builds no encoder for the rest: a :class:`CheckpointError`.
+    """
+    t = str(vit_type)
+    if "swin" in t:
+        if "swin_384" in t:
+            return "swin_384"
+        if "swin_224" in t or t == "swin":
+            return "swin_224"
+    elif "vit_384" in t:
+        return "vit_384"
+    elif "vit_224" in t or t == "vit":
+        return "vit_224"
+    raise CheckpointError(
+        f"opt.vit_type={t!r}: the official code builds no image encoder for it (expected vit, "
+        f"vit_224, vit_384, swin, swin_224 or swin_384); pass vision=<config, folder or one of "
+        f"{', '.join(OFFICIAL_VISION)}> (--vision)"
+    )
+
+
+def official_vision_config(vit_type: Any) -> Any:
+    """The transformers ``ViTConfig`` / ``SwinConfig`` of the official backbone for
+    ``opt.vit_type`` (see :func:`official_model_type`)."""
+    from transformers import SwinConfig, ViTConfig
+
+    _, kind, arch = OFFICIAL_VISION[official_model_type(vit_type)]
+    return (ViTConfig if kind == "vit" else SwinConfig)(**arch)
+
+
+def official_text_config() -> Any:
+    """The ``BertConfig`` of :data:`OFFICIAL_TEXT` (``bert-base-uncased``)."""
+    from transformers import BertConfig
+
+    return BertConfig(**_BERT_BASE)
+
+
+def builtin_config(name: str) -> Any:
+    """The configuration of a hub backbone the official code uses (the four vision models
+    of :data:`OFFICIAL_VISION`, :data:`OFFICIAL_TEXT`), held in this package; ``None`` for
+    any other name. Lets offline tools (the dry run's size estimate) know them."""
+    if name == OFFICIAL_TEXT:
+        return official_text_config()
+    for vit_type, (hub, _, _) in OFFICIAL_VISION.items():
+        if hub == name:
+            return official_vision_config(vit_type)
+    return None
+
+
+def load_official_tokenizer(name_or_path: str | os.PathLike[str] = OFFICIAL_TEXT) -> Any:
+    """The official tokenisation, over the vocabulary of ``name_or_path`` (a folder with
+    ``vocab.txt`` or ``tokenizer.json``, or a hub name in the local cache).
+
+    The official data loader splits a caption with ``BertTokenizer.basic_tokenizer`` and each
+    word with ``wordpiece_tokenizer`` (transformers 5's ``BertTokenizer`` has neither); this is
+    the same pipeline (:func:`seps.text.bert_tokenizer`, lower-casing as ``bert-base-uncased``),
+    with a special token's text inside a caption split as ordinary text, as there.
+    """
+    from .text import SPECIAL_TOKENS, bert_tokenizer, load_tokenizer
+
+    vocab = load_tokenizer(name_or_path).get_vocab()
+    lacking = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if lacking:
+        raise ValueError(
+            f"tokenizer {os.fspath(name_or_path)!r}: not a BERT vocabulary (no {lacking}); pass "
+            f"--tokenizer <a folder with {OFFICIAL_TEXT}'s vocab.txt or tokenizer.json>"
+        )
+    return bert_tokenizer(vocab, split_special_tokens=True)
 
 
 def _read_official(path: str | os.PathLike[str]) -> tuple[dict[str, Tensor], Any]:
@@ -204,7 +352,9 @@ def _read_official(path: str | os.PathLike[str]) -> tuple[dict[str, Tensor], Any
     try:
         ckpt = torch.load(p, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {str(p)!r}: not a readable torch file ({exc})") from exc
+        raise CheckpointError(
+            f"checkpoint {str(p)!r}: not a readable torch file ({one_line(exc)})"
+        ) from exc
     if not isinstance(ckpt, Mapping) or "model" not in ckpt:
         got = list(ckpt)[:8] if isinstance(ckpt, Mapping) else type(ckpt).__name__
         raise CheckpointError(
@@ -222,18 +372,91 @@ def strip_module(key: str) -> str:
 
 
 def _config_from(spec: Any, what: str) -> Any:
-    """A transformers config from a config object, a local folder or a hub name."""
+    """A transformers config from a config object, an :data:`OFFICIAL_VISION` type, a local
+    folder or a hub name (local cache only when :func:`seps.hub.hub_offline`)."""
     from transformers import AutoConfig, PretrainedConfig
 
     if isinstance(spec, PretrainedConfig):
         return spec
+    if isinstance(spec, str) and spec in OFFICIAL_VISION:
+        return official_vision_config(spec)
+    name = os.fspath(spec)
     try:
-        return AutoConfig.from_pretrained(os.fspath(spec))
+        local = Path(name).expanduser().exists()
+        return AutoConfig.from_pretrained(name, local_files_only=local or hub_offline())
     except Exception as exc:
         raise CheckpointError(
-            f"{what}={spec!r}: could not load a transformers config ({exc}); pass a config "
-            "object or a local folder holding config.json"
+            f"{what}={spec!r}: could not load a transformers config ({one_line(exc)}); pass a "
+            "config object or a local folder holding config.json"
         ) from exc
+
+
+def _key_list(items: Sequence[str], sep: str = ", ") -> str:
+    """The first :data:`_KEYS_SHOWN` of ``items``, then how many there are in all."""
+    shown = sep.join(items[:_KEYS_SHOWN])
+    return shown if len(items) <= _KEYS_SHOWN else f"{shown}{sep}... ({len(items)} in all)"
+
+
+def _library_renamer(module: Any) -> Callable[[str], str]:
+    """The key renaming ``from_pretrained`` applies to checkpoints of ``module`` (a transformers
+    model), from the library's own table (transformers 5 ``conversion_mapping``: e.g. ViT's
+    ``encoder.layer.0.attention.attention.query`` -> ``layers.0.attention.q_proj``, Swin's
+    ``attention.self.query`` -> ``attention.q_proj``). Only renamings apply (ViT, Swin and
+    BERT need no tensor conversion). Transformers 4 has no such table and no renamed
+    weights: the identity."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+    except ImportError:
+        return lambda key: key
+    renamings = [t for t in get_model_conversion_mapping(module) if isinstance(t, WeightRenaming)]
+    return lambda key: rename_source_key(key, renamings, [])[0]
+
+
+def _ignored(module: Any, kind: str) -> re.Pattern[str] | None:
+    """Keys ``from_pretrained`` itself tolerates as ``kind`` ("unexpected" or "missing") for
+    ``module``: its ``_keys_to_ignore_on_load_*`` patterns (e.g. Swin's
+    ``relative_position_index``, a buffer transformers 4 saved) and, for unexpected keys of a
+    model with a ``position_ids`` buffer, that buffer (saved by older transformers 4)."""
+    patterns = list(getattr(module, f"_keys_to_ignore_on_load_{kind}", None) or [])
+    if kind == "unexpected" and any(n.endswith("position_ids") for n, _ in module.named_buffers()):
+        patterns.append(r"(^|\.)position_ids$")
+    return re.compile("|".join(f"({p})" for p in patterns)) if patterns else None
+
+
+def _installed_names(
+    state: Mapping[str, Any], model: SEPSModel
+) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """``state`` with the backbone keys under the installed transformers' names.
+
+    Keys under ``img_enc.visual_encoder.`` and ``txt_enc.bert.`` go through
+    :func:`_library_renamer` of that backbone; a renamed key the backbone does not have and
+    the library ignores on load (:func:`_ignored`) is dropped. Returns the renamed state, the
+    original name of each renamed key, and the keys that two checkpoint keys were renamed to.
+    """
+    own = model.state_dict()
+    backbones = {
+        "img_enc.visual_encoder.": model.img_enc.visual_encoder,
+        "txt_enc.bert.": model.txt_enc.bert,
+    }
+    rules = {p: (_library_renamer(m), _ignored(m, "unexpected")) for p, m in backbones.items()}
+    out: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    clashes: list[str] = []
+    for key, value in state.items():
+        name = key
+        prefix = next((p for p in rules if key.startswith(p)), None)
+        if prefix is not None:
+            rename, ignore = rules[prefix]
+            name = prefix + rename(key[len(prefix) :])
+            if name not in own and ignore is not None and ignore.search(name[len(prefix) :]):
+                continue
+        if name in out:
+            clashes.append(f"{origin[name]} and {key} -> {name}")
+            continue
+        out[name] = value
+        origin[name] = key
+    return out, origin, clashes
 
 
 def load_checkpoint(
@@ -247,15 +470,24 @@ def load_checkpoint(
     """Map an official ``model_best.pth`` (``{'model': state_dict, 'opt': Namespace}``)
     onto :class:`seps.model.SEPSModel`.
 
-    ``img_enc.visual_encoder.*`` / ``img_enc.vision_proj.*`` (a transformers ViTModel or
-    SwinModel), ``txt_enc.bert.*`` / ``txt_enc.fc.*`` (BertModel) load as they are;
-    ``cross_net.*`` goes through :data:`PREFIX_MAP`. The architectures come from
-    ``vision`` / ``text`` (a transformers config, a local folder or a hub name); by default
-    from the checkpoint's ``opt`` (``vit_type``: vit or swin, ``bert_path``), which needs
-    those configs in the local cache. ``embed_size`` is read from ``vision_proj``;
+    ``img_enc.visual_encoder.*`` (a transformers ViTModel or SwinModel) and ``txt_enc.bert.*``
+    (BertModel) are renamed to the installed transformers' names by the library's own
+    conversion table (the official code saved transformers 4 names; transformers 5 renamed
+    the ViT and Swin weights), keys the library ignores on load are dropped;
+    ``img_enc.vision_proj.*`` and ``txt_enc.fc.*`` load as they are; ``cross_net.*`` goes
+    through :data:`PREFIX_MAP`.
+
+    The architectures come from ``vision`` / ``text`` (a transformers config, a local folder,
+    a hub name, or for ``vision`` one of :data:`OFFICIAL_VISION`'s types). By default, as the
+    official code: the vision backbone of ``opt.vit_type`` (:func:`official_vision_config`,
+    no download) and ``bert-base-uncased`` whatever ``opt.bert_path`` says
+    (:func:`official_text_config`). ``embed_size`` is read from ``vision_proj``;
     ``sparse_ratio`` and ``aggr_ratio`` from ``opt`` (defaults 0.5 and 0.4), unless
-    overridden. The model is returned in eval mode. Every missing, unexpected or
-    mis-shaped key is listed in the :class:`CheckpointError`.
+    overridden. The model is returned in eval mode.
+
+    Raises:
+        CheckpointError: one line naming the first missing, unexpected and mis-shaped keys of
+            each kind with their counts.
     """
     from .encoders import ImageEncoder, TextEncoder
     from .model import SEPSModel
@@ -265,17 +497,18 @@ def load_checkpoint(
     def opt_value(name: str, default: Any) -> Any:
         return getattr(opt, name, default) if opt is not None else default
 
-    if vision is None:
-        vision = OFFICIAL_VISION.get(str(opt_value("vit_type", "vit")), OFFICIAL_VISION["vit"])
-    if text is None:
-        text = opt_value("bert_path", "bert-base-uncased")
+    vcfg = (
+        official_vision_config(opt_value("vit_type", "vit"))
+        if vision is None
+        else _config_from(vision, "vision")
+    )
+    tcfg = official_text_config() if text is None else _config_from(text, "text")
     proj = state.get("img_enc.vision_proj.weight")
     if proj is None:
         raise CheckpointError(
             f"checkpoint {os.fspath(path)!r}: missing key img_enc.vision_proj.weight"
         )
     embed_size = int(proj.shape[0])
-    vcfg, tcfg = _config_from(vision, "vision"), _config_from(text, "text")
     size = vcfg.image_size if isinstance(vcfg.image_size, int) else vcfg.image_size[0]
     img_enc = ImageEncoder(vcfg, embed_size, image_size=int(opt_value("img_res", size)))
     txt_enc = TextEncoder(tcfg, embed_size)
@@ -289,35 +522,62 @@ def load_checkpoint(
     head = SEPSHead(get_config(preset, **settings))
     model = SEPSModel(img_enc, txt_enc, head)
 
-    encoders = {k: v for k, v in state.items() if not k.startswith("cross_net.")}
-    cross = {k: v for k, v in state.items() if k.startswith("cross_net.")}
-    problems: list[str] = []
+    renamed, origin, clashes = _installed_names(state, model)
+    encoders = {k: v for k, v in renamed.items() if not k.startswith("cross_net.")}
+    cross = {k: v for k, v in renamed.items() if k.startswith("cross_net.")}
     own = model.state_dict()
+    ignore_missing = {
+        p: _ignored(m, "missing")
+        for p, m in (
+            ("img_enc.visual_encoder.", img_enc.visual_encoder),
+            ("txt_enc.bert.", txt_enc.bert),
+        )
+    }
+
+    def tolerated(key: str) -> bool:
+        return any(
+            key.startswith(p) and rx is not None and rx.search(key[len(p) :])
+            for p, rx in ignore_missing.items()
+        )
+
     # A key that is there with the wrong shape (or not a tensor) is in `encoders`, so it is
     # reported as mis-shaped only, never also as missing (as map_state_dict does).
     missing = [k for k in own if not k.startswith("cross_net.") and k not in encoders]
-    unexpected = [k for k in encoders if k not in own]
+    unexpected = [origin[k] for k in encoders if k not in own]
     shaped = []
     for k, v in encoders.items():
         if k not in own:
             continue
         if not isinstance(v, Tensor):
-            shaped.append(f"{k}: expected a tensor, got {type(v).__name__}")
+            shaped.append(f"{origin[k]}: expected a tensor, got {type(v).__name__}")
         elif v.shape != own[k].shape:
-            shaped.append(f"{k}: expected shape {tuple(own[k].shape)}, got {tuple(v.shape)}")
-    if missing:
-        problems.append("missing keys: " + ", ".join(missing))
-    if unexpected:
-        problems.append("unexpected keys: " + ", ".join(unexpected))
-    if shaped:
-        problems.append("mis-shaped keys: " + "; ".join(shaped))
+            shaped.append(
+                f"{origin[k]}: expected shape {tuple(own[k].shape)}, got {tuple(v.shape)}"
+            )
+    problems: list[str] = []
+    for kind, keys, sep in (
+        ("missing keys", [k for k in missing if not tolerated(k)], ", "),
+        ("unexpected keys", unexpected, ", "),
+        ("mis-shaped keys", shaped, "; "),
+        ("keys renamed to the same name", clashes, "; "),
+    ):
+        if keys:
+            problems.append(f"{kind}: {_key_list(keys, sep)}")
+    if problems:
+        problems.append(
+            f"the backbones are vision {type(vcfg).__name__} ({_describe(vcfg)}) and text "
+            f"{type(tcfg).__name__} ({_describe(tcfg)}): pass vision=/text= (--vision/--text) "
+            "configs that match the checkpoint's"
+        )
     try:
         head_state = map_state_dict(cross, head)
     except CheckpointError as exc:
-        problems.append(str(exc))
+        problems.append(f"{exc}; pass the preset (--preset) whose naming the checkpoint uses")
         head_state = {}
     if problems:
         raise CheckpointError(f"checkpoint {os.fspath(path)!r}: " + " | ".join(problems))
+    for k in missing:  # tolerated: keep the freshly built values, as from_pretrained does
+        encoders[k] = own[k]
     model.img_enc.load_state_dict(
         {k[len("img_enc.") :]: v for k, v in encoders.items() if k.startswith("img_enc.")}
     )
@@ -326,3 +586,9 @@ def load_checkpoint(
     )
     head.load_state_dict(head_state)
     return model.eval()
+
+
+def _describe(config: Any) -> str:
+    """A few words on a transformers config's size (for error messages)."""
+    fields = ("image_size", "patch_size", "window_size", "hidden_size", "embed_dim", "vocab_size")
+    return " ".join(f"{f}={getattr(config, f)}" for f in fields if hasattr(config, f))

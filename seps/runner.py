@@ -571,7 +571,7 @@ def check_data_dirs(planned: list[PlannedRun]) -> None:
         where = (p.train_cfg.dataset, p.train_cfg.data_path, p.train_cfg.synth_images)
         if where not in seen:
             seen.add(where)
-            trainer.check_data_dir(p.train_cfg)
+            trainer.check_training_files(p.train_cfg)
 
 
 __all__ = [

@@ -11,8 +11,10 @@ Three entry points:
 - :func:`augment_caption_ids`: the official training-time caption augmentation
   (mask / random token / delete).
 
-Offline mode: when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set, hub names are
-resolved from the local cache only (``local_files_only=True``) and nothing is downloaded.
+Offline mode (:func:`hub_offline`): when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is
+set, or when the hub does not answer one quick check made once per process, hub names are
+resolved from the local cache only (``local_files_only=True``): nothing is downloaded and no
+load waits for the hub's retries. An explicit tokenizer is never replaced by another one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import os
 import random
 import shutil
 import tempfile
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
@@ -34,12 +35,17 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerFast
 
+from .hub import hub_offline, one_line
+
 __all__ = [
     "SPECIAL_TOKENS",
+    "TOKENIZER_FILES",
     "augment_caption_ids",
+    "bert_tokenizer",
     "encode_captions",
     "hub_offline",
     "load_tokenizer",
+    "resolve_tokenizer",
     "tokenizer_from_json",
     "tokenizer_hash",
     "tokenizer_to_json",
@@ -53,17 +59,16 @@ SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 _TOKENIZER_FILE = "tokenizer.json"
 
-
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` is set to a true value."""
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}:
-            return True
-    return False
+#: Files that make a folder a saved tokenizer (``save_pretrained`` output or a bare BERT
+#: vocabulary).
+TOKENIZER_FILES = (_TOKENIZER_FILE, "tokenizer_config.json", "vocab.txt")
 
 
-def _wrap(tokenizer_object: object) -> PreTrainedTokenizerFast:
-    """Wrap a ``tokenizers.Tokenizer`` as a ``PreTrainedTokenizerFast`` with BERT special tokens."""
+def _wrap(
+    tokenizer_object: object, *, split_special_tokens: bool = False
+) -> PreTrainedTokenizerFast:
+    """Wrap a ``tokenizers.Tokenizer`` as a ``PreTrainedTokenizerFast`` with BERT special tokens
+    (``split_special_tokens``: a special token's text inside a caption is ordinary text)."""
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer_object,
         pad_token="[PAD]",
@@ -72,6 +77,7 @@ def _wrap(tokenizer_object: object) -> PreTrainedTokenizerFast:
         sep_token="[SEP]",
         mask_token="[MASK]",
         model_max_length=512,
+        split_special_tokens=split_special_tokens,
     )
 
 
@@ -101,13 +107,21 @@ def _bert_pre_tokenizer() -> object:
     return pre_tokenizers.BertPreTokenizer()
 
 
-def _bert_tokenizer(vocab: dict[str, int]) -> PreTrainedTokenizerFast:
+def bert_tokenizer(
+    vocab: dict[str, int], *, split_special_tokens: bool = False
+) -> PreTrainedTokenizerFast:
     """A lower-casing BERT WordPiece tokenizer over ``vocab`` (token -> id, with the
     :data:`SPECIAL_TOKENS`), encoding single texts as ``[CLS] ... [SEP]``.
 
     The one place that assembles the pipeline, so that trained tokenizers and ones loaded from
     a ``vocab.txt`` tokenise identically; built with ``tokenizers`` directly, independent of
-    the transformers version's ``BertTokenizerFast`` constructor.
+    the transformers version's ``BertTokenizerFast`` constructor. The pipeline is the
+    ``bert-base-uncased`` one: clean-up, CJK characters split, lower-casing, accents stripped,
+    words split at whitespace and punctuation (transformers 4's ``BasicTokenizer``), then
+    greedy longest-match word pieces, a word over 100 characters being ``[UNK]``
+    (``WordpieceTokenizer``). With ``split_special_tokens`` the text of a special token
+    inside a caption (``"[MASK]"``) is split as ordinary text, as ``BasicTokenizer.tokenize``
+    does when called directly (the official data loader); by default it is the special token.
     """
     from tokenizers import Tokenizer, decoders, models, processors
 
@@ -126,7 +140,7 @@ def _bert_tokenizer(vocab: dict[str, int]) -> PreTrainedTokenizerFast:
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
-    return _wrap(tok)
+    return _wrap(tok, split_special_tokens=split_special_tokens)
 
 
 def _word_counts(texts: Iterable[str]) -> Counter[str]:
@@ -270,7 +284,7 @@ def train_wordpiece_tokenizer(
         vocab += ranked[:n_words]
         left_out = {w: counts[w] for w in ranked[n_words:]}
         vocab += _merge_pieces(left_out, set(vocab), vocab_size - len(vocab))
-    return _bert_tokenizer({tok: i for i, tok in enumerate(vocab)})
+    return bert_tokenizer({tok: i for i, tok in enumerate(vocab)})
 
 
 def tokenizer_to_json(tokenizer: PreTrainedTokenizerFast) -> str:
@@ -347,7 +361,7 @@ def _bert_from_vocab_file(vocab_file: Path) -> PreTrainedTokenizerFast:
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
         raise ValueError(f"{vocab_file}: BERT vocabulary lacks the special tokens {missing}")
-    return _bert_tokenizer(vocab)
+    return bert_tokenizer(vocab)
 
 
 def _load_pretrained_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
@@ -356,9 +370,7 @@ def _load_pretrained_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
 
     path = Path(name_or_path).expanduser()
     local = path.is_dir()
-    bare_vocab = local and not any(
-        (path / f).is_file() for f in (_TOKENIZER_FILE, "tokenizer_config.json")
-    )
+    bare_vocab = local and not any((path / f).is_file() for f in TOKENIZER_FILES[:2])
     if bare_vocab and (path / "vocab.txt").is_file():
         # A bare BERT vocabulary (e.g. copied from an official checkpoint folder).
         return _bert_from_vocab_file(path / "vocab.txt")
@@ -386,36 +398,33 @@ def load_tokenizer(
 
     Args:
         name_or_path: a local folder (``save_pretrained`` output, or a folder holding a
-            BERT ``vocab.txt``) or a hub name such as ``"bert-base-uncased"``. With
-            ``HF_HUB_OFFLINE`` set, hub names are looked up in the local cache only.
-            ``None`` trains a tokenizer on ``captions``.
-        captions: training captions for the offline tokenizer; used when
-            ``name_or_path`` is None, or as a fallback when loading ``name_or_path`` fails
-            while offline (a warning says so).
+            BERT ``vocab.txt``) or a hub name such as ``"bert-base-uncased"``, looked up in
+            the local cache only when :func:`hub_offline`. ``None`` trains a tokenizer on
+            ``captions``. A given ``name_or_path`` that cannot be loaded is an error, never
+            replaced by a trained tokenizer.
+        captions: training captions, used only when ``name_or_path`` is None.
         vocab_size: maximum vocabulary size of a trained tokenizer.
         cache_dir: folder where a trained tokenizer is saved, keyed by a hash of the
             captions and ``vocab_size``, so that later runs on the same captions reuse it.
 
     Raises:
-        ValueError: when neither a loadable ``name_or_path`` nor ``captions`` is given.
+        ValueError: ``name_or_path`` cannot be loaded (one line saying what to pass), or
+            neither ``name_or_path`` nor ``captions`` is given.
     """
     if name_or_path is not None:
+        name = os.fspath(name_or_path)
         try:
-            return _load_pretrained_tokenizer(os.fspath(name_or_path))
+            return _load_pretrained_tokenizer(name)
         except Exception as exc:  # hub/IO/parse errors differ across library versions
-            if captions is not None and hub_offline():
-                warnings.warn(
-                    f"could not load tokenizer {os.fspath(name_or_path)!r} offline ({exc}); "
-                    "training a WordPiece tokenizer on the given captions instead",
-                    stacklevel=2,
-                )
-                return _trained_tokenizer(captions, vocab_size, cache_dir)
+            where = (
+                "the local Hugging Face cache (the hub is offline or unreachable)"
+                if hub_offline()
+                else "the Hugging Face hub"
+            )
             raise ValueError(
-                f"name_or_path={os.fspath(name_or_path)!r}: could not load a tokenizer "
-                f"({type(exc).__name__}: {exc}). Expected a local folder with a saved "
-                "tokenizer (tokenizer.json or vocab.txt) or a hub name available in the local "
-                "cache; without internet set HF_HUB_OFFLINE=1 and pass captions=... to fall "
-                "back to a tokenizer trained on the captions, or pass name_or_path=None"
+                f"name_or_path={name!r}: could not load a tokenizer from a local folder or {where} "
+                f"({type(exc).__name__}: {one_line(exc)}); pass --tokenizer <local folder "
+                "holding tokenizer.json or vocab.txt> (tokenizer=...)"
             ) from exc
     if captions is None:
         raise ValueError(
@@ -424,6 +433,34 @@ def load_tokenizer(
             "captions=<iterable of training captions> to train a WordPiece tokenizer offline"
         )
     return _trained_tokenizer(captions, vocab_size, cache_dir)
+
+
+def resolve_tokenizer(tokenizer: str | None, text_backbone: str) -> str | None:
+    """The tokenizer a run with ``text_backbone`` must use: ``tokenizer`` when given; ``None``
+    (a WordPiece vocabulary trained on the captions) for the random-init ``tiny-bert``;
+    otherwise the pretrained text backbone's own tokenizer (its folder when that holds one of
+    :data:`TOKENIZER_FILES`, its hub name for a hub model).
+
+    A pretrained BERT fed the ids of a vocabulary trained on the captions would read
+    every word as some unrelated token of its own vocabulary, so that never happens silently.
+
+    Raises:
+        ValueError: ``text_backbone`` is a local folder without a tokenizer (the message says
+            to pass ``--tokenizer``).
+    """
+    if tokenizer is not None or text_backbone == "tiny-bert":
+        return tokenizer
+    path = Path(text_backbone).expanduser()
+    if not path.exists():  # a hub name: the model's repository carries its tokenizer
+        return text_backbone
+    if path.is_dir() and any((path / f).is_file() for f in TOKENIZER_FILES):
+        return str(path)
+    raise ValueError(
+        f"text_backbone={text_backbone!r} is a pretrained BERT but tokenizer is unset and the "
+        f"folder holds no tokenizer ({', '.join(TOKENIZER_FILES)}): pass --tokenizer <the "
+        "model's tokenizer folder or hub name> (tokenizer=...); a vocabulary trained on the "
+        "captions would feed the model ids it never learned"
+    )
 
 
 def _special_id(tokenizer: PreTrainedTokenizerFast, name: str) -> int:

@@ -17,6 +17,7 @@ from .data.noise import MAX_NOISE
 from .data.synth import DEFAULT_DENSE_NOISE
 from .devices import valid_device_name
 from .evaluate import DENSE_SOURCES
+from .precision import PRECISIONS
 
 __all__ = [
     "DATASETS",
@@ -35,7 +36,16 @@ DATASETS = ("synthetic", "f30k", "coco")
 NONFINITE_POLICIES = ("skip", "stop")
 #: Fields added after records were first stored: the run key hashes them only when they
 #: differ from their default, so records made before they existed keep their keys.
-KEY_OMITTED_AT_DEFAULT = ("on_nonfinite",)
+KEY_OMITTED_AT_DEFAULT = (
+    "on_nonfinite",
+    "kernel",
+    "precision",
+    "eval_max_words",
+    "image_augment",
+    "augment_whole_word",
+    "workers",
+    "keep_optimizer",
+)
 
 
 def doc(
@@ -179,8 +189,25 @@ class TrainConfig:
         None, "tokenizer folder or hub name (default: built offline from the training captions)"
     )
     vocab_size: int = 4000
-    max_words: int = 32
-    max_dense_words: int = 160
+    # Truncation. The official code cuts nothing before BERT, in training or evaluation
+    # (its collate function pads every caption to the longest of the batch); its
+    # evaluation then keeps the first ``--max_word`` = 90 token features of every encoded
+    # caption and dense caption ([CLS] included, the rest dropped after BERT has read the
+    # whole text). Official values: max_words=0, max_dense_words=0, eval_max_words=90.
+    max_words: int = doc(
+        32,
+        "word pieces kept of a sparse caption before the text encoder, [CLS] and [SEP] "
+        "included, in training and evaluation (0: no truncation, as the official code)",
+    )
+    max_dense_words: int = doc(
+        160,
+        "the same for dense captions (0: no truncation, as the official code)",
+    )
+    eval_max_words: int = doc(
+        0,
+        "evaluation only: keep the first N token features of every caption and dense caption "
+        "after the text encoder has read it whole (official: 90, its --max_word; 0: keep all)",
+    )
     protocol: str = doc(
         "finetune",
         "finetune (all train; backbones at lr x backbone-lr-mult), partial (first "
@@ -205,6 +232,27 @@ class TrainConfig:
         "all negatives)",
     )
     augment: bool = doc(True, "no caption augmentation", flag="--no-augment")
+    # The official caption augmentation (``process_caption_bert``) draws once per word of
+    # BERT's basic tokenizer and applies the draw to all of the word's pieces.
+    augment_whole_word: bool = doc(
+        False,
+        "caption augmentation decides per whole word, as the official code (default: per "
+        "word piece)",
+    )
+    # The official training transform: RandomResizedCrop(size, scale=(0.6, 1.0), bicubic)
+    # of the original image, RandomHorizontalFlip(0.5), ImageNet normalisation; evaluation
+    # resizes to size x size (bicubic). See seps.data.augment.
+    image_augment: bool = doc(
+        False,
+        "official training image augmentation: a random resized crop (area 0.6-1, aspect "
+        "3/4-4/3, bicubic) of the original image and a horizontal flip at p=0.5; training "
+        "images only, never at evaluation, off under the frozen protocol",
+    )
+    workers: int = doc(
+        0,
+        "DataLoader worker processes decoding the training images (0: the main process); "
+        "the batches are the same for any number",
+    )
     max_steps_per_epoch: int | None = doc(None, "cap on steps per epoch")
     dropout: float | None = doc(
         None, "set every dropout probability of both backbones (default: theirs)"
@@ -236,11 +284,31 @@ class TrainConfig:
         "stop the run as diverged",
         choices=NONFINITE_POLICIES,
     )
+    # Checked against this machine when training starts (seps.kernels.unavailable_reason):
+    # the registry lives above this module, so the choices are not repeated here.
+    kernel: str = doc(
+        "batched",
+        "head kernel implementation in training and evaluation: batched (default), loop "
+        "(the literal reference; slow), compiled (torch.compile) or triton (fused kernels; "
+        "CUDA, or the slow CPU interpreter with TRITON_INTERPRET=1); equal results up to "
+        "float rounding",
+    )
+    precision: str = doc(
+        "auto",
+        "numeric precision of training: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, "
+        "bf16 or fp16 autocast (fp16 with loss scaling); evaluation runs in fp32",
+        choices=PRECISIONS,
+    )
     eval_text_shard: int = 512
     eval_image_shard: int = 128
     out_dir: str = doc("runs/default", "run folder (checkpoints, result.json)", flag="--out")
     cache_dir: str | None = None
     progress: bool = doc(True, "no progress bars", flag="--no-progress")
+    keep_optimizer: bool = doc(
+        False,
+        "keep the optimizer and scheduler state in the checkpoint of a completed run (by "
+        "default it is dropped once the last epoch is done; an unfinished run always keeps it)",
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -256,6 +324,7 @@ class TrainConfig:
             ),
             ("dense_noise", 0.0 <= self.dense_noise <= MAX_NOISE, f"in [0, {MAX_NOISE}]"),
             ("on_nonfinite", self.on_nonfinite in NONFINITE_POLICIES, "skip, stop"),
+            ("precision", self.precision in PRECISIONS, ", ".join(PRECISIONS)),
             (
                 "device",
                 valid_device_name(self.device),
@@ -265,8 +334,18 @@ class TrainConfig:
             ("batch_size", self.batch_size >= 2, ">= 2 (the triplet loss needs negatives)"),
             ("lr", self.lr > 0, "> 0"),
             ("freeze_layers", self.freeze_layers >= 0, ">= 0"),
-            ("max_words", self.max_words >= 3, ">= 3"),
-            ("max_dense_words", self.max_dense_words >= 3, ">= 3"),
+            ("max_words", self.max_words == 0 or self.max_words >= 3, "0 (no truncation) or >= 3"),
+            (
+                "max_dense_words",
+                self.max_dense_words == 0 or self.max_dense_words >= 3,
+                "0 (no truncation) or >= 3",
+            ),
+            (
+                "eval_max_words",
+                self.eval_max_words == 0 or self.eval_max_words >= 2,
+                "0 (keep all) or >= 2",
+            ),
+            ("workers", self.workers >= 0, ">= 0"),
             ("val_images", self.val_images >= 0, ">= 0"),
             ("image_size", self.image_size >= 8, ">= 8"),
         ]

@@ -26,15 +26,17 @@ VERSION_KEY = "code_version"
 #: kernels and the per-text reference loop, encoders, the full model, the official
 #: weights' mapping), the data (tokenizer and text, dataset readers and the synthetic
 #: generator with its package data), and the training (the loop and its package, its
-#: config, evaluation, metrics, device choice), plus pre-training once it exists
+#: config, evaluation, metrics, device choice, numeric precision), plus pre-training once it exists
 #: (``pretrain.py`` here; ``train/pretrain.py`` is inside ``train/``) and the
 #: pixel-free baseline scorer (its scores are retrieval numbers too).
 #:
 #: Left out on purpose, since changing them cannot change a stored number: ``report/``,
 #: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
-#: its own); ``cli/``, ``runner``, ``store``, ``faults`` (orchestration, storage, kill
-#: points for tests); ``ablations`` (resolves a matrix into configs, whose full content
-#: is already in each record's key); the package ``__init__``/``__main__`` (re-exports).
+#: its own); ``cli/``, ``runner``, ``run_plan``, ``overrides``, ``store``, ``faults``
+#: (orchestration, storage, kill points for tests); ``data_fingerprint`` (run keys of
+#: official-layout data); ``hub`` (whether the hub answers, not what a tokenizer does);
+#: ``ablations`` (resolves a matrix into configs, whose full content is already in each
+#: record's key); the package ``__init__``/``__main__`` (re-exports).
 SOURCES: tuple[str, ...] = (
     # model
     "config.py",
@@ -58,6 +60,7 @@ SOURCES: tuple[str, ...] = (
     "evaluate.py",
     "metrics.py",
     "devices.py",
+    "precision.py",
     "pretrain.py",
     # baselines
     "baselines.py",

@@ -193,3 +193,13 @@ def test_wrong_train_field_types_name_file_run_and_field(
     import re
 
     assert re.search(pattern, err), err
+
+
+def test_loader_workers_and_kept_optimizer_state_do_not_change_run_keys():
+    from seps.ablations import config_key
+    from seps.train_config import TrainConfig
+
+    head = get_config("code")
+    base = config_key(TrainConfig(), head)
+    assert config_key(TrainConfig(workers=4, keep_optimizer=True), head) == base
+    assert config_key(TrainConfig(precision="bf16"), head) != base

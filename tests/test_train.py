@@ -412,3 +412,30 @@ def test_truncated_image_names_its_file_and_can_be_skipped(synth, tmp_path, caps
     assert main([*base, "--out", str(tmp_path / "b"), "--skip-bad-images"]) == 0
     stored = json.loads((tmp_path / "b" / "result.json").read_text())
     assert stored["eval_images"] == 5
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_training_under_cpu_autocast_completes_with_finite_weights(synth, tmp_path, precision):
+    """The trainer's autocast and loss-scaling path, on the CPU stand-in for CUDA."""
+    cfg = tiny(synth, tmp_path / precision, epochs=1, precision=precision)
+    result = train(cfg, HEAD)
+    assert result["history"][0]["steps"] >= 1
+    state = load_run_checkpoint(tmp_path / precision / "checkpoint_last.pt")["model"]
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+    assert result["train_config"]["precision"] == precision
+
+
+def test_kernel_option_selects_the_head_implementation_and_refuses_unusable_ones(
+    synth, tmp_path, monkeypatch
+):
+    """The literal loop gives the batched head's metrics; triton without CUDA stops first."""
+    batched = train(tiny(synth, tmp_path / "batched", epochs=1), HEAD)
+    loop = train(tiny(synth, tmp_path / "loop", epochs=1, kernel="loop"), HEAD)
+    for k, v in batched["metrics"].items():
+        assert loop["metrics"][k] == pytest.approx(v, abs=1e-6), k
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="field 'kernel': 'triton' cannot run here"):
+        train(tiny(synth, tmp_path / "triton", epochs=1, kernel="triton"), HEAD)
+    with pytest.raises(ValueError, match="field 'kernel': invalid value 'fast'"):
+        train(tiny(synth, tmp_path / "fast", epochs=1, kernel="fast"), HEAD)
+    assert not (tmp_path / "fast").exists()  # refused before any work

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bench, data, presets, pretrain, report, run, train  # noqa: F401  (each registers its command)
+from . import bench, data, presets, pretrain, report, run, scorecard, train  # noqa: F401  (each registers its command)
 from .presets import presets_table
 from .registry import COMMANDS, command
 

@@ -9,8 +9,10 @@ from typing import Any
 
 from ..ablations import default_root, list_matrices, load_matrix, load_profile
 from ..devices import check_device
-from ..runner import PlannedRun, check_data_dirs, is_stale, plan, record_path, run_matrix
-from ..store import RecordError, check_writable, read_record
+from ..overrides import apply_sets, shadowed_sets
+from ..run_plan import dry_run_text
+from ..runner import check_data_dirs, plan, run_matrix
+from ..store import check_writable
 from ..version import code_version
 from .options import seed_list
 from .registry import command
@@ -29,6 +31,20 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seeds", type=seed_list, help="comma-separated integer seeds (default: the profile's)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="PART.FIELD=VALUE",
+        help="change one field of the profile, repeatable: train.FIELD=VALUE (a train config "
+        "field, e.g. train.epochs=3) or head.FIELD=VALUE (a head switch, e.g. "
+        "head.embed_size=256); VALUE is read and checked as in profiles.yaml. Applied to "
+        "the profile, so before each run's own fields: a run (or the matrix) that sets the "
+        "field keeps its value and the matrix's comparison stands (--dataset, --data-path, "
+        "--image-dir and --skip-bad-images win over it). The records carry the profile name "
+        "with the changes, e.g. quick+train.epochs=3",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
@@ -65,7 +81,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         "that produces the numbers (or before records carried one); the old record is kept "
         "beside as <name>.stale.json. Without it they are kept and counted",
     )
-    p.add_argument("--dry-run", action="store_true", help="print the resolved runs and exit")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved runs, their settings, what is to do (runs, trainings, "
+        "epochs) and the disk the checkpoints will take, then exit",
+    )
     p.add_argument("--ablations", help="ablation definitions folder (default ./ablations)")
     p.add_argument(
         "--allow-mixed-versions",
@@ -97,12 +118,22 @@ def _run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     check_device(args.device)
     matrix = load_matrix(args.matrix, root)
-    profile = load_profile(args.profile, root)
+    profile = apply_sets(load_profile(args.profile, root), args.sets)
+    for line in shadowed_sets(matrix, args.sets):
+        print(line)
     seeds = args.seeds if args.seeds is not None else list(profile.seeds)
     results = Path(args.results)
     if args.dry_run:
         planned = plan(matrix, profile, seeds, results, args.only, **_overrides(args))
-        print(_dry_run_table(planned, results))
+        print(
+            dry_run_text(
+                planned,
+                results,
+                version=code_version(),
+                retry_failed=args.retry_failed,
+                rerun_stale=args.rerun_stale,
+            )
+        )
         return 0
     check_writable(results, "--results")
     if not args.no_report:
@@ -140,21 +171,3 @@ def _run(args: argparse.Namespace) -> int:
         )
         print(f"report: {path}")
     return 0 if counts["done"] == len(records) and not records.unreadable else 1
-
-
-def _dry_run_table(planned: list[PlannedRun], results: Path) -> str:
-    from tabulate import tabulate
-
-    rows = []
-    for p in planned:
-        try:
-            rec = read_record(record_path(results, p))
-            stored = "-" if rec is None else rec["status"]
-            if is_stale(rec, code_version()):
-                stored += " (stale)"
-        except RecordError:
-            stored = "unreadable"
-        rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
-    return tabulate(
-        rows, headers=["run", "seed", "preset", "overrides", "key", "stored"], tablefmt="github"
-    )

@@ -20,9 +20,15 @@ from ..config import PRESETS, SEPSConfig, get_config, parse_override
 from ..devices import check_device, resolve_device
 from ..evaluate import DENSE_SOURCES
 from ..model import ModelSpec, SEPSModel, build_model
-from ..official import load_checkpoint
+from ..official import (
+    OFFICIAL_EVAL_MAX_WORDS,
+    OFFICIAL_TEXT,
+    OFFICIAL_VISION,
+    load_checkpoint,
+    load_official_tokenizer,
+)
 from ..store import atomic_write_json
-from ..text import load_tokenizer
+from ..text import resolve_tokenizer
 from ..train.checkpoints import checkpoint_tokenizer, load_run_checkpoint
 from ..train.data import build_tokenizer, load, prepare_data_dir, split_tensors
 from ..train.evaluation import evaluate_model
@@ -65,8 +71,17 @@ TRAIN_FIELDS = [
     "val_images",
     "max_violation_from",
     "augment",
+    "augment_whole_word",
+    "image_augment",
+    "max_words",
+    "max_dense_words",
+    "eval_max_words",
+    "workers",
+    "keep_optimizer",
     "dropout",
     "on_nonfinite",
+    "precision",
+    "kernel",
 ]
 
 
@@ -84,7 +99,15 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**config_values(args, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS))
+    """The run's :class:`TrainConfig`; a pretrained ``--text-backbone`` without ``--tokenizer``
+    gets its own tokenizer (:func:`seps.text.resolve_tokenizer`), never one trained on the
+    captions."""
+    values = config_values(args, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS)
+    if values.get("pretrain") is None:  # a pretraining recipe brings its own tokenizer
+        values["tokenizer"] = resolve_tokenizer(
+            values.get("tokenizer"), values.get("text_backbone", TrainConfig.text_backbone)
+        )
+    return TrainConfig(**values)
 
 
 def _summary(result: dict[str, Any]) -> str:
@@ -151,13 +174,19 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--vision",
-        help="--official only: transformers config of the vision "
-        "backbone (folder or hub name; default from the checkpoint's opt)",
+        help="--official only: vision backbone, one of "
+        f"{', '.join(OFFICIAL_VISION)} or a transformers config folder or hub name (default: "
+        "the checkpoint's opt.vit_type, as the official code; no download)",
     )
-    p.add_argument("--text", help="--official only: BERT config folder or hub name")
+    p.add_argument(
+        "--text",
+        help="--official only: BERT config folder or hub name (default: the architecture of "
+        f"{OFFICIAL_TEXT}, which the official code always uses, whatever opt.bert_path says)",
+    )
     p.add_argument(
         "--tokenizer",
-        help="--official only: tokenizer folder or hub name (default bert-base-uncased)",
+        help="--official only: folder (vocab.txt or tokenizer.json) or hub name of the "
+        f"vocabulary, tokenised as the official loader does (default {OFFICIAL_TEXT})",
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N]")
     p.add_argument("--output", help="result JSON path (default next to the checkpoint)")
@@ -186,12 +215,17 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
             data_path=args.data_path,
             image_dir=args.image_dir,
             image_size=model.img_enc.image_size,
-            tokenizer=args.tokenizer or "bert-base-uncased",
+            tokenizer=args.tokenizer or OFFICIAL_TEXT,
             dense_source=args.dense_source or "query",
+            # The official evaluation's truncation: BERT reads every caption whole, then
+            # the first 90 token features are kept (seps.train.data.keep_first_tokens).
+            max_words=0,
+            max_dense_words=0,
+            eval_max_words=OFFICIAL_EVAL_MAX_WORDS,
             **common,
         )
         data_dir = prepare_data_dir(cfg)
-        return cfg, model, load_tokenizer(cfg.tokenizer), data_dir
+        return cfg, model, load_official_tokenizer(cfg.tokenizer), data_dir
     ckpt = load_run_checkpoint(Path(args.checkpoint))
     tc = dict(ckpt["train_config"])
     tc["lr_milestones"] = tuple(tc["lr_milestones"])

@@ -7,7 +7,9 @@ One code path reads every dataset (see ``SPEC.md``, "Official data layout")::
                                        consecutive lines, as Flickr30K's test_ids.txt) or one
                                        a image
     <data_dir>/<name>_{split}.jsonl    one dense caption a line, {"text": ...}, image order
-                                       (other keys, e.g. "model_id", are ignored)
+                                       (other keys, e.g. "model_id", are ignored); the
+                                       official files have none for ``dev`` (see
+                                       ``require_dense`` of `load_split`)
     <data_dir>/id_mapping.json         {"<image id>": "<file name>"}; ids are its keys
     <image_dir>/<file name>            default image_dir: <data_dir>/images
 
@@ -29,6 +31,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from PIL import Image
+
+from .augment import FLIP_P, random_resized_crop_box
 
 if TYPE_CHECKING:
     import torch
@@ -54,11 +58,14 @@ class SplitData:
         captions: ``5 * n_images`` sparse captions; image ``i`` owns ``5i .. 5i+4``.
         image_ids: ``n_images`` image ids (keys of ``id_mapping.json``), one per image.
         image_files: ``n_images`` image paths, ``image_dir / id_mapping[id]``.
-        dense: ``n_images`` dense captions, one per image, in image order.
+        dense: ``n_images`` dense captions, one per image, in image order (empty when
+            ``has_dense`` is False).
         caption_to_image: int64 array of shape ``(5 * n_images,)``, ``j -> j // 5``.
         dense_per: ``"caption"`` or ``"image"``: the granularity of `dense_texts`.
         skipped: number of images dropped by ``skip_bad_images`` (with their captions).
         skipped_ids: the ids of those images, in file order.
+        has_dense: False when the split has no dense-caption file and the loader was told
+            not to require one (``require_dense=False``): ``dense`` is then empty.
     """
 
     name: str
@@ -73,6 +80,7 @@ class SplitData:
     dense_per: Literal["caption", "image"] = "caption"
     skipped: int = 0
     skipped_ids: list[str] = field(default_factory=list)
+    has_dense: bool = True
 
     @property
     def n_images(self) -> int:
@@ -93,6 +101,11 @@ class SplitData:
         ``"caption"``: ``n_captions`` texts, each image's dense caption repeated for its 5
         captions (what the official loader feeds with each caption); ``"image"``: `dense`.
         """
+        if not self.has_dense:
+            raise DataError(
+                f"{self.data_dir}: the {self.split} split has no dense-caption file "
+                f"(<name>_{self.split}.jsonl); expected one to read its dense captions"
+            )
         if self.dense_per == "image":
             return list(self.dense)
         return [self.dense[i] for i in self.caption_to_image.tolist()]
@@ -137,6 +150,13 @@ def _infer_name(data_dir: Path, split: str) -> str:
             "pass name= to choose one"
         )
     return found[0][: -len(suffix)]
+
+
+def _dense_file_present(data_dir: Path, split: str, name: str | None) -> bool:
+    """Whether the dense-caption file of ``split`` exists (``name``: any ``*_{split}.jsonl``)."""
+    if name is not None:
+        return (data_dir / f"{name}_{split}.jsonl").is_file()
+    return any(p.is_file() for p in data_dir.glob(f"*_{split}.jsonl"))
 
 
 def _image_ids(ids_path: Path, n_caps: int, caps_path: Path) -> tuple[list[str], list[int]]:
@@ -222,8 +242,12 @@ def _image_problem(path: Path, decode: bool = False) -> str | None:
     return None
 
 
-def decode_image(path: Path, size: int) -> torch.Tensor:
+def decode_image(path: Path, size: int, rng: np.random.Generator | None = None) -> torch.Tensor:
     """Decode one image as a uint8 RGB tensor ``(3, size, size)``, bicubic-resized if needed.
+
+    With ``rng``, the official training augmentation instead (`seps.data.augment`): a
+    random resized crop of the original image (bicubic, to ``size x size``), then a
+    horizontal flip with probability 0.5, drawn in that order from ``rng``.
 
     `load_split` only runs PIL's cheap ``verify()``, which reads headers and markers but
     not the pixel data, so a file cut short can pass it and fail only here. In a split of
@@ -245,7 +269,13 @@ def decode_image(path: Path, size: int) -> torch.Tensor:
     try:
         with Image.open(path) as im:
             rgb = im.convert("RGB")
-            if rgb.size != (size, size):
+            if rng is not None:
+                left, top, w, h = random_resized_crop_box(*rgb.size, rng)
+                rgb = rgb.crop((left, top, left + w, top + h))
+                rgb = rgb.resize((size, size), Image.Resampling.BICUBIC)
+                if rng.random() < FLIP_P:
+                    rgb = rgb.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            elif rgb.size != (size, size):
                 rgb = rgb.resize((size, size), Image.Resampling.BICUBIC)
             arr = np.asarray(rgb, dtype=np.uint8)
     except Exception as e:  # PIL raises many types (OSError, SyntaxError, ValueError...)
@@ -264,6 +294,7 @@ def load_split(
     dense_per: Literal["caption", "image"] = "caption",
     check_images: bool = True,
     skip_bad_images: bool = False,
+    require_dense: bool = True,
 ) -> SplitData:
     """Read one split of a dataset in the official layout and check it for consistency.
 
@@ -285,6 +316,10 @@ def load_split(
             is `SplitData.skipped`. So that an image cut short is dropped here rather than
             failing in the middle of training, every image is then also fully decoded,
             which costs a full decode of the split at load time (only when skipping).
+        require_dense: when False, a split without its dense-caption file loads with
+            `SplitData.has_dense` False and no dense captions (the official files have
+            none for ``dev``; its ``name`` is then the folder's name unless given). A
+            malformed dense-caption file, or several candidates, is still an error.
 
     Raises:
         DataError: missing file; caption count not a multiple of 5; ids file neither one id
@@ -312,9 +347,12 @@ def load_split(
     ids_path = data_dir / f"{split}_ids.txt"
     image_ids, id_lines = _image_ids(ids_path, n_caps, caps_path)
 
+    has_dense = require_dense or _dense_file_present(data_dir, split, name)
     if name is None:
-        name = _infer_name(data_dir, split)
-    dense = _dense(data_dir / f"{name}_{split}.jsonl", len(image_ids), caps_path)
+        name = _infer_name(data_dir, split) if has_dense else data_dir.name
+    dense = (
+        _dense(data_dir / f"{name}_{split}.jsonl", len(image_ids), caps_path) if has_dense else []
+    )
 
     map_path = data_dir / "id_mapping.json"
     mapping = _id_mapping(map_path)
@@ -352,9 +390,10 @@ def load_split(
         captions=[captions[cpi * i + k] for i in keep for k in range(cpi)],
         image_ids=[image_ids[i] for i in keep],
         image_files=[files[i] for i in keep],
-        dense=[dense[i] for i in keep],
+        dense=[dense[i] for i in keep] if has_dense else [],
         caption_to_image=np.arange(cpi * len(keep), dtype=np.int64) // cpi,
         dense_per=dense_per,
         skipped=len(skipped_ids),
         skipped_ids=skipped_ids,
+        has_dense=has_dense,
     )

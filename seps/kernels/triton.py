@@ -31,6 +31,7 @@ import triton.language as tl
 from torch import Tensor
 
 from ..alignment import row_col_max as torch_row_col_max
+from ..precision import fp32_apply
 from ..selection import weighted_softmax
 from .base import KernelOps, triton_interpret
 
@@ -202,7 +203,7 @@ def row_col_max(
         s.requires_grad or (col_scale is not None and col_scale.requires_grad)
     )
     if needs_grad:
-        return _RowColMax.apply(s, col_scale, word_mask, token_mask)
+        return fp32_apply(_RowColMax.apply, s, col_scale, word_mask, token_mask)
     return _row_col_forward(s, col_scale, word_mask, token_mask)
 
 

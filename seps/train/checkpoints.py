@@ -4,6 +4,11 @@ A run checkpoint (``<out>/checkpoint_last.pt``, written by :func:`seps.train.tra
 every epoch) holds the model, optimiser, scheduler and run state, the configs and the
 tokenizer, under ``"format": "seps-bench/1"``. :func:`checkpoint_tokenizer` is the one
 place that reads the stored tokenizer back.
+
+Once a run has done its last epoch, :func:`drop_training_state` rewrites its checkpoint
+without the optimiser and scheduler state (AdamW keeps two moments per weight: about two
+thirds of the file), unless ``keep_optimizer``; :func:`restore_training_state` resumes
+either kind, and says why a slimmed checkpoint cannot train further.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from ..train_config import TrainConfig
 
 #: the ``"format"`` entry of every run checkpoint
 CHECKPOINT_FORMAT = "seps-bench/1"
+#: What a run needs only to continue training (dropped from a completed run's checkpoint).
+TRAINING_STATE_KEYS = ("optimizer", "scheduler")
 
 
 def atomic_torch_save(path: Path, obj: Any) -> None:
@@ -109,4 +116,38 @@ def check_same_tokenizer(ckpt: dict[str, Any], tokenizer: Any, path: Path) -> No
             f"checkpoint {str(path)!r}: trained with tokenizer {saved}, but this run builds "
             f"{tokenizer_hash(tokenizer)} (its captions or --tokenizer changed); "
             "use a new --out or remove the checkpoint"
+        )
+
+
+def drop_training_state(path: Path) -> bool:
+    """Rewrite the run checkpoint ``path`` atomically without :data:`TRAINING_STATE_KEYS`;
+    False (nothing written) when it holds none of them."""
+    # mmap: deciding costs no read of the weights; the kept tensors are read once, to write.
+    ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    if not any(k in ckpt for k in TRAINING_STATE_KEYS):
+        return False
+    atomic_torch_save(path, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})
+    return True
+
+
+def restore_training_state(
+    ckpt: dict[str, Any], optimizer: torch.optim.Optimizer, scheduler: Any, epochs: int, path: Path
+) -> None:
+    """Load the optimiser and scheduler state of a run checkpoint to resume training.
+
+    A completed run's checkpoint may have none (:func:`drop_training_state`): resuming it
+    only evaluates again, which needs none; training it further (a larger ``epochs``) is a
+    ``ValueError`` that says what to do.
+    """
+    if "optimizer" in ckpt:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        return
+    done = int(ckpt["state"]["epoch"]) + 1
+    if done < epochs:
+        raise ValueError(
+            f"checkpoint {str(path)!r}: a completed {done}-epoch run saved without its optimizer "
+            f"state (trained without --keep-optimizer), so it cannot continue to {epochs} "
+            f"epochs; train again under a new --out (with --keep-optimizer to extend it later), "
+            f"or resume with --epochs {done} to evaluate it only"
         )

@@ -15,7 +15,7 @@ from ..evaluate import evaluate_retrieval, similarity_matrix
 from ..faults import kill_point
 from ..model import SEPSModel
 from ..train_config import TrainConfig
-from .data import SplitTensors
+from .data import SplitTensors, keep_first_tokens
 
 
 @torch.no_grad()
@@ -39,7 +39,9 @@ def encode_split(
         else:
             out["img"].append(model.encode_images(split.images.batch(idx).to(device)).cpu())
     for key, table, n in (("cap", split.captions, n_cap), ("dense", split.dense, n_img)):
-        width = table.max_len
+        # The official evaluation encodes the whole caption, then keeps the first
+        # ``keep`` token features (``eval_max_words``; 0 keeps all).
+        width = min(table.max_len, table.keep) if table.keep else table.max_len
         for s in range(0, n, batch):
             idx = list(range(s, min(s + batch, n)))
             if feats is not None:
@@ -49,6 +51,7 @@ def encode_split(
             else:
                 ids, lens = table.batch(idx)
                 e = model.encode_texts(ids.to(device), lens.to(device)).cpu()
+            e, lens = keep_first_tokens(e, lens, table.keep)
             out[key].append(torch.nn.functional.pad(e, (0, 0, 0, width - e.shape[1])))
             out[f"{key}_lens"].append(lens)
     return {k: torch.cat(v) for k, v in out.items()}

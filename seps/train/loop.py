@@ -8,7 +8,7 @@ official ``train.py``:
   weight decay 1e-4, MultiStepLR (milestones, gamma 0.3);
 - hinge triplet summed over all negatives in epoch 0 with the loss scaled by the
   warm-up factor ``i / n_batches``, hardest negative from ``max_violation_from`` on;
-- gradient clipping at 2.0; bf16 autocast on CUDA;
+- gradient clipping at 2.0; bf16 autocast on CUDA (``precision``, see :mod:`seps.precision`);
 - a non-finite loss skips the step and is counted (the official code zeroes it silently).
 
 Protocols: ``finetune`` (everything trains), ``partial`` (the embeddings and the first
@@ -45,6 +45,7 @@ from ..baselines import text_only_sims
 from ..config import SEPSConfig
 from ..evaluate import shuffle_permutation
 from ..faults import kill_point
+from ..kernels import IMPLEMENTATIONS, unavailable_reason
 from ..losses import SEPSLoss, keep_ratios, triplet_loss
 from ..metrics import recall_at_k
 from ..model import (
@@ -55,11 +56,25 @@ from ..model import (
     freeze_first_layers,
     parameter_groups,
 )
+from ..precision import autocast, grad_scaler
 from ..store import atomic_write_json
 from ..text import tokenizer_hash
 from ..train_config import TrainConfig
-from .checkpoints import check_same_tokenizer, load_run_checkpoint, save_run_checkpoint
-from .data import build_tokenizer, load, prepare_data_dir, split_tensors, subset
+from .checkpoints import (
+    check_same_tokenizer,
+    drop_training_state,
+    load_run_checkpoint,
+    restore_training_state,
+    save_run_checkpoint,
+)
+from .data import (
+    build_tokenizer,
+    image_batches,
+    load,
+    prepare_data_dir,
+    split_tensors,
+    validation_split,
+)
 from .distributed import TrainStep, barrier, data_parallel, init_distributed
 from .evaluation import evaluate_model
 from .features import cached_features
@@ -198,7 +213,9 @@ def train(
     """Train, evaluate and write ``<out_dir>/result.json``; return the result record.
 
     A checkpoint (``checkpoint_last.pt``, with the tokenizer inside) is written
-    atomically after every epoch; ``resume=True`` continues from it.
+    atomically after every epoch; ``resume=True`` continues from it. Once the last epoch
+    is done the checkpoint loses its optimizer and scheduler state, unless
+    ``keep_optimizer`` (resuming a completed run then only evaluates again).
     ``stop_after_epoch`` ends the call after that epoch (used to test resuming).
 
     Raises:
@@ -221,10 +238,23 @@ def train(
         raise
 
 
+def check_kernel(name: str, device: torch.device) -> None:
+    """Refuse, before any work, a ``kernel`` that is unknown or cannot run on ``device``."""
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(
+            f"train config field 'kernel': invalid value {name!r}; allowed: "
+            f"{', '.join(IMPLEMENTATIONS)}"
+        )
+    reason = unavailable_reason(name, str(device))
+    if reason is not None:
+        raise ValueError(f"train config field 'kernel': {name!r} cannot run here: {reason}")
+
+
 def _train(
     cfg: TrainConfig, seps_cfg: SEPSConfig, *, resume: bool, stop_after_epoch: int | None
 ) -> dict[str, Any]:
     dist, device = init_distributed(cfg.device)
+    check_kernel(cfg.kernel, device)
     out = Path(cfg.out_dir)
     if dist.main:
         out.mkdir(parents=True, exist_ok=True)
@@ -234,6 +264,7 @@ def _train(
     barrier(dist)
     tokenizer, spec, data_dir = build_run(cfg, seps_cfg)
     model = build_model(spec, seps_cfg)
+    model.cross_net.impl = cfg.kernel
     if cfg.pretrain is not None:
         load_projections(model, Path(spec.pretrained).parent)  # type: ignore[arg-type]
     model = model.to(device)
@@ -246,17 +277,10 @@ def _train(
     if cfg.protocol == "frozen":
         for m in (model.img_enc.visual_encoder, model.txt_enc.bert):
             m.requires_grad_(False)
-    train_split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer)
-    val_split = None
-    if cfg.val_images > 0:
-        try:
-            val_split = subset(
-                split_tensors(cfg, load(cfg, data_dir, cfg.val_split), tokenizer), cfg.val_images
-            )
-        except ValueError:
-            val_split = None  # no dev split: per-epoch validation is skipped
-    if not dist.main:
-        val_split = None  # rank 0 validates
+    train_split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer, train=True)
+    val_split, val_protocol = None, cfg.dense_source
+    if dist.main:  # rank 0 validates
+        val_split, val_protocol = validation_split(cfg, data_dir, tokenizer, seps_cfg.uses_dense)
     train_feats = val_feats = None
     if cfg.protocol == "frozen":
         if dist.main:
@@ -295,8 +319,7 @@ def _train(
         ckpt = load_run_checkpoint(ckpt_path)
         check_same_tokenizer(ckpt, tokenizer, ckpt_path)
         model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
+        restore_training_state(ckpt, optimizer, scheduler, cfg.epochs, ckpt_path)
         state = RunState(**ckpt["state"])
 
     n_caps = len(train_split.captions.pieces)
@@ -310,11 +333,9 @@ def _train(
     use_dense = seps_cfg.uses_dense
     c2i = torch.as_tensor(train_split.data.caption_to_image)
     dense_of = dense_rows(cfg, train_split.data.n_images)
-    autocast = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.type == "cuda"
-        else torch.autocast("cpu", enabled=False)
-    )
+    # fp16 only (a disabled scaler passes through). Its scale is not checkpointed: a
+    # resumed fp16 run restarts from the initial scale.
+    scaler = grad_scaler(cfg.precision, device)
     for epoch in range(state.epoch + 1, cfg.epochs):
         t0 = time.perf_counter()
         es = epoch_seed(cfg.seed, epoch)
@@ -333,12 +354,25 @@ def _train(
         bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
         per_rank = cfg.batch_size // dist.world
         local = slice(dist.rank * per_rank, (dist.rank + 1) * per_rank)
+        if train_feats is None:
+            steps_imgs = [
+                c2i[order[i * cfg.batch_size : (i + 1) * cfg.batch_size]].tolist()[local]
+                for i in range(n_batches)
+            ]
+            images = image_batches(
+                train_split.images,
+                steps_imgs,
+                seed=es if train_split.images.augment else None,
+                offset=local.start,
+                workers=cfg.workers,
+                pin_memory=device.type == "cuda",
+            )
         for i in bar:
             caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
             imgs = c2i[caps].tolist()
             img_ids = torch.tensor(imgs, device=device)
             dense_in = dlens_local = dlens = None
-            with autocast:
+            with autocast(cfg.precision, device):
                 if train_feats is not None:
                     img_in = train_feats["img"][imgs[local]]
                     lens = train_feats["cap_lens"][caps]
@@ -350,7 +384,7 @@ def _train(
                         dlens = train_feats["dense_lens"][rows]
                         dense_in = train_feats["dense"][rows[local]][:, : int(dlens.max())]
                 else:
-                    img_in = train_split.images.batch(imgs[local])
+                    img_in = next(images)  # the images of imgs[local]
                     # Every rank tokenises and augments the whole batch, so that the
                     # random draws and the padding match a single process.
                     ids, lens = train_split.captions.batch(caps, text_rng)
@@ -384,13 +418,16 @@ def _train(
                 ratio_gn = None
                 if dist.world == 1:
                     ratio_gn = ratio_grad_norm(seps_cfg.ratio_weight * loss.ratio, selector_params)
-                loss.total.backward()
+                scaler.scale(loss.total).backward()
+                scaler.unscale_(optimizer)  # no-op unless fp16: norms and clipping see true grads
                 selector_gn = grad_norm(selector_params)
                 gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                 # A finite loss can still have an overflowing gradient; stepping on it
                 # would write NaN into every weight.
                 finite = bool(torch.isfinite(gn))
             if not finite:
+                if scaler.is_enabled() and math.isfinite(float(loss.total.detach())):
+                    scaler.update()  # fp16 overflow: lower the loss scale for the next step
                 state.nonfinite_steps += 1
                 if state.first_nonfinite is None:
                     state.first_nonfinite = {"epoch": epoch, "step": i}
@@ -400,7 +437,8 @@ def _train(
                     raise DivergedError(reason, state, steps)
                 continue
             kill_point("train_step")
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             steps += 1
             kr = {b: float(r.detach()) for b, r in keep_ratios(masks).items()}
             step_log.append(
@@ -443,8 +481,10 @@ def _train(
             # Under the training protocol: runs that share this training (differing in
             # eval_dense_source only) must share its history too.
             rec["val"] = evaluate_model(
-                model, val_split, device, cfg, dense_source=cfg.dense_source, feats=val_feats
+                model, val_split, device, cfg, dense_source=val_protocol, feats=val_feats
             )
+            if val_protocol != cfg.dense_source:  # the split has no dense captions
+                rec["val_dense_source"] = val_protocol
         state.history.append(rec)
         state.epoch = epoch
         state.train_seconds += seconds
@@ -470,6 +510,8 @@ def _train(
 
     if not dist.main:
         return {"rank": dist.rank}
+    if not cfg.keep_optimizer and ckpt_path.exists():  # complete: resuming needs no optimizer
+        drop_training_state(ckpt_path)
     return finish(cfg, model, tokenizer, data_dir, device, state, spec)
 
 

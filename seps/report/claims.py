@@ -1,0 +1,189 @@
+"""The claims the scorecard judges: ``ablations/claims.yaml``, read and checked.
+
+:func:`load_claim_file` returns the claims in file order and the matrices they name
+(:func:`seps.ablations.load_matrix`, so grid and flip/revert run ids are the expanded
+ones). A claim naming a matrix that does not load or a run that is not in every one of
+its matrices is an error, so a claim cannot silently test nothing. The fields are
+described in the header of ``ablations/claims.yaml``; the scorecard itself is
+:mod:`seps.report.scorecard`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..ablations import Matrix, default_root, load_matrix
+from .records import DENSE_LABELS
+
+#: The claims file inside an ablation root.
+CLAIMS_FILE = "claims.yaml"
+#: Claimed sign of rSum(variant) - rSum(baseline) -> how the scorecard words it.
+DIRECTIONS = {"+": "higher", "-": "lower", "0": "no effect"}
+#: effect: paired tests; optimum: a grid's claimed best cell; leakage: an effect whose
+#: gap the scorecard also states in its leakage section.
+KINDS = ("effect", "optimum", "leakage")
+#: The fields a claim may have.
+FIELDS = ("id", "claim", "source", "matrix", "protocol", "runs", "direction", "size", "kind")
+FIELDS += ("testable", "why")
+
+
+class ClaimError(ValueError):
+    """A malformed claims file; the message names the file, the claim and the field."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A baseline run and the variant runs compared with it (run ids of the matrices)."""
+
+    baseline: str
+    variants: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One entry of ``claims.yaml`` (its header describes the fields); ``matrices`` and
+    ``protocols`` are parallel: under ``protocols[i]`` from the records of ``matrices[i]``."""
+
+    id: str
+    claim: str
+    source: str
+    matrices: tuple[str, ...]
+    protocols: tuple[str, ...]
+    pairs: tuple[Pair, ...]
+    direction: str | None
+    size: float | None
+    kind: str = "effect"
+    testable: bool = True
+    why: str | None = None
+
+    def runs(self) -> set[str]:
+        """Every run id the claim names."""
+        return {x for p in self.pairs for x in (p.baseline, *p.variants)}
+
+
+def _names(value: Any, where: str, field: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(x, str) and x.strip() for x in items):
+        raise ClaimError(f"{where}: field {field!r}: expected a name or a list of names")
+    return tuple(items)
+
+
+def _text(entry: Mapping[str, Any], field: str, where: str) -> str:
+    text = entry.get(field)
+    if not isinstance(text, str) or not text.strip():
+        raise ClaimError(f"{where}: field {field!r}: expected a non-empty string")
+    return " ".join(text.split())
+
+
+def _pairs(value: Any, where: str) -> tuple[Pair, ...]:
+    out = []
+    for item in value if isinstance(value, list) else [value]:
+        ok = isinstance(item, Mapping) and set(item) == {"baseline", "variants"}
+        variants = item["variants"] if ok else None
+        if not ok or not isinstance(item["baseline"], str) or not isinstance(variants, list):
+            raise ClaimError(
+                f"{where}: field 'runs': expected {{baseline: RUN, variants: [RUN, ...]}} "
+                "or a list of them"
+            )
+        if not variants or not all(isinstance(v, str) for v in variants):
+            raise ClaimError(f"{where}: field 'runs': 'variants' must list run ids")
+        out.append(Pair(item["baseline"], tuple(variants)))
+    return tuple(out)
+
+
+def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix]) -> Claim:
+    """One checked claim (``matrices``: the matrices loaded so far, by name, extended)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
+        raise ClaimError(f"{index}: expected a mapping with an 'id'")
+    where = f"{index.rsplit(':', 1)[0]}: claim {entry['id']!r}"
+
+    def check(ok: Any, message: str) -> None:
+        if not ok:
+            raise ClaimError(f"{where}: {message}")
+
+    unknown = sorted(set(entry) - set(FIELDS))
+    check(not unknown, f"unknown field(s) {unknown}; allowed: {FIELDS}")
+    names = _names(entry.get("matrix"), where, "matrix")
+    protocols = _names(entry.get("protocol"), where, "protocol")
+    check(len(protocols) == len(names), "fields 'matrix' and 'protocol' must have one length")
+    for p in protocols:
+        check(
+            all(side in DENSE_LABELS for side in p.split(" vs ")),
+            f"field 'protocol': invalid value {p!r}; expected one of {', '.join(DENSE_LABELS)}, "
+            "or 'A vs B' of two of them",
+        )
+    for name in (n for n in names if n not in matrices):
+        try:
+            matrices[name] = load_matrix(name, root)
+        except ValueError as exc:
+            raise ClaimError(f"{where}: field 'matrix': {exc}") from None
+    testable, direction = entry.get("testable", True), entry.get("direction")
+    kind, size = entry.get("kind", "effect"), entry.get("size")
+    check(
+        testable is True or (testable is False and entry.get("why")),
+        "field 'testable': expected true, or false with a 'why'",
+    )
+    check("runs" in entry or not testable, "missing field 'runs' (only an untestable claim may)")
+    pairs = _pairs(entry["runs"], where) if "runs" in entry else ()
+    for name in names:
+        unknown = sorted(
+            {x for p in pairs for x in (p.baseline, *p.variants)}
+            - set(r.id for r in matrices[name].runs)
+        )
+        check(
+            not unknown,
+            f"field 'runs': {', '.join(map(repr, unknown))} not a run of matrix {name!r} "
+            f"({matrices[name].path})",
+        )
+    check(
+        (direction is None and not testable) or direction in tuple(DIRECTIONS),
+        f"field 'direction': invalid value {direction!r}; expected '+', '-' or '0' (quoted)",
+    )
+    check(kind in KINDS, f"field 'kind': invalid value {kind!r}; allowed: {KINDS}")
+    check(
+        kind != "optimum" or (len(pairs) == 1 and direction == "-"),
+        "an optimum claim needs one 'runs' mapping (baseline: the claimed best) and direction '-'",
+    )
+    check(
+        size is None or (isinstance(size, (int, float)) and not isinstance(size, bool)),
+        f"field 'size': expected a number or null, got {size!r}",
+    )
+    why = _text(entry, "why", where) if not testable else None
+    claim, source = _text(entry, "claim", where), _text(entry, "source", where)
+    size = None if size is None else float(size)
+    return Claim(
+        entry["id"], claim, source, names, protocols, pairs, direction, size, kind, testable, why
+    )
+
+
+def load_claim_file(
+    path: str | Path | None = None, root: Path | None = None
+) -> tuple[list[Claim], dict[str, Matrix]]:
+    """(claims in file order, the matrices they name by name) of ``path`` (default
+    ``<root>/claims.yaml``). Every matrix must load from ``root`` and every run a claim
+    names must be a run of each of its matrices, else :class:`ClaimError` names them."""
+    root = root or default_root()
+    path = Path(path) if path is not None else root / CLAIMS_FILE
+    if not path.exists():
+        raise ClaimError(f"{path}: claims file not found")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ClaimError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
+        raise ClaimError(f"{path}: expected a mapping with a 'claims' list")
+    matrices: dict[str, Matrix] = {}
+    claims = []
+    for i, entry in enumerate(doc["claims"]):
+        claims.append(_claim(entry, f"{path}: claims[{i}]", root, matrices))
+        if claims[-1].id in {c.id for c in claims[:-1]}:
+            raise ClaimError(f"{path}: claim {claims[-1].id!r}: duplicate id")
+    return claims, matrices
+
+
+__all__ = ["CLAIMS_FILE", "DIRECTIONS", "KINDS", "Claim", "ClaimError", "Pair", "load_claim_file"]

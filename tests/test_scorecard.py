@@ -1,0 +1,366 @@
+"""The claims scorecard (seps/report/scorecard.py, seps/report/claims.py) on hand-made records.
+
+No test trains: records are JSON files with the fields the runner writes, their recalls
+chosen so that each variant's paired difference to the baseline has a known sign and
+spread (clear rise, noise, clear drop, bit-identical, one seed, none).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from seps.ablations import load_differences, load_matrix
+from seps.cli import main
+from seps.report.claims import ClaimError, load_claim_file
+from seps.report.compare import Comparison, family_of
+from seps.report.scorecard import (
+    IDENTICAL,
+    MARKER,
+    NO_RECORDS,
+    Cell,
+    effect_verdict,
+    holm_interval,
+    optimum_verdict,
+    write_scorecard,
+)
+from seps.store import SCHEMA
+
+REPO = Path(__file__).resolve().parents[1]
+RECALLS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"]
+BASE = [50.0, 70.0, 80.0, 40.0, 60.0, 70.0]
+SEEDS = range(5)
+#: Per-seed offset of every recall of the baseline (rSum = 370 + 6 * offset).
+BASE_K = [0.0, 1.0, -1.0, 0.5, -0.5]
+#: Per-seed offset of each variant relative to the baseline on the same seed: rSum moves
+#: by 6x that. up: a clear rise; noise: both signs; down: a clear drop.
+SHIFT = {
+    "up": [2.0, 2.2, 1.8, 2.1, 1.9],
+    "noise": [0.5, -0.6, 0.2, -0.1, 0.3],
+    "down": [-2.0, -2.1, -1.9, -2.2, -1.8],
+    "lonely": [1.0] * 5,
+}
+#: Head switches of each run (``same`` differs only in the ratio loss under hard top-K).
+HEAD = {
+    "base": {},
+    "up": {"hrpa": "mean_topk"},
+    "noise": {"similarity_activation": "none"},
+    "down": {"aggregation": "dual"},
+    "same": {"ratio_loss": "separate"},
+    "ghost": {"scoring": "paper"},
+    "lonely": {"decision": "gumbel_topk"},
+}
+MATRIX = {
+    "name": "mini",
+    "baseline": "base",
+    "runs": [
+        {
+            "id": run,
+            "preset": "code",
+            "set": head,
+            **({"difference": "hrpa"} if run == "up" else {}),
+        }
+        for run, head in HEAD.items()
+    ],
+}
+
+
+def _claim(cid: str, variant: str, direction: str = "+", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "claim": f"{variant} moves rSum",
+        "source": "a test",
+        "matrix": "mini",
+        "protocol": "candidate",
+        "runs": {"baseline": "base", "variants": [variant]},
+        "direction": direction,
+        "size": None,
+        **extra,
+    }
+
+
+CLAIMS = [
+    _claim("rises", "up", size=12.0),
+    _claim("flat", "noise"),
+    _claim("falls", "down"),
+    _claim("constant", "same", "0"),
+    _claim("unrun", "ghost"),
+    _claim("one-seed", "lonely"),
+    {
+        **_claim("best", "up", "-", kind="optimum"),
+        "runs": {"baseline": "up", "variants": ["base", "noise", "down"]},
+    },
+    _claim("leak", "up", kind="leakage", protocol="query vs candidate"),
+    {**_claim("gpu-only", "up"), "testable": False, "why": "needs Flickr30K on a GPU"},
+]
+
+
+def _record(run: str, seed: int, code_version: str = "v1") -> dict[str, Any]:
+    k = BASE_K[seed] + (SHIFT[run][seed] if run in SHIFT else 0.0)
+    recalls = {m: b + k for m, b in zip(RECALLS, BASE, strict=True)}
+    head = {"embed_size": 64, "decision": "topk", "ratio_loss": "unified", **HEAD[run]}
+    return {
+        "schema": SCHEMA,
+        "matrix": "mini",
+        "profile": "standard",
+        "run_id": run,
+        "seed": seed,
+        "key": f"k-{run}",
+        "status": "done",
+        "started": 1000.0,
+        "head_config": head,
+        "train_config": {
+            "dataset": "synthetic",
+            "synth_images": 10000,
+            "dense_source": "candidate",
+            "seed": seed,
+        },
+        "metrics": {**recalls, "rsum": sum(recalls.values())},
+        "dense_source": "candidate",
+        "eval_images": 1000,
+        "code_version": code_version,
+        "history": [],
+    }
+
+
+def _write_records(results: Path, runs: dict[str, range], code_version: str = "v1") -> None:
+    folder = results / "mini"
+    folder.mkdir(parents=True, exist_ok=True)
+    for run, seeds in runs.items():
+        for s in seeds:
+            rec = _record(run, s, code_version)
+            (folder / f"{run}-k-{run}-s{s}.json").write_text(json.dumps(rec, sort_keys=True))
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, Path]:
+    root = tmp_path / "ablations"
+    (root / "matrices").mkdir(parents=True)
+    for name in ("differences.yaml", "paper_figures.yaml"):
+        shutil.copy(REPO / "ablations" / name, root / name)
+    (root / "matrices" / "mini.yaml").write_text(yaml.safe_dump(MATRIX, sort_keys=False))
+    (root / "claims.yaml").write_text(yaml.safe_dump({"claims": CLAIMS}, sort_keys=False))
+    results = tmp_path / "results"
+    _write_records(
+        results,
+        {"base": SEEDS, "up": SEEDS, "noise": SEEDS, "down": SEEDS, "same": SEEDS, "lonely": [0]},
+    )
+    return {"root": root, "results": results, "out": tmp_path / "reports" / "README.md"}
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """Claim id -> cells of its first row in the claims table."""
+    out: dict[str, list[str]] = {}
+    for line in text.split("\n## Claims\n")[1].splitlines():
+        if line.startswith("| **"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            out.setdefault(cells[0].split("**")[1], cells)
+    return out
+
+
+# ------------------------------------------------------------------ claims file
+def test_every_claim_of_the_repository_names_existing_matrices_and_runs():
+    claims, matrices = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    assert len({c.id for c in claims}) == len(claims)
+    for c in claims:
+        assert c.matrices, c.id
+        for name in c.matrices:
+            ids = {r.id for r in matrices[name].runs}
+            assert c.runs() <= ids, (c.id, name, c.runs() - ids)
+        assert c.testable or c.why, c.id
+
+
+def test_claims_cover_the_headline_modules_differences_optima_losses_and_findings():
+    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    by_matrix: dict[str, set[str]] = {}
+    for c in claims:
+        for m in c.matrices:
+            by_matrix.setdefault(m, set()).update(c.runs())
+    headline = next(c for c in claims if c.id == "headline")
+    assert headline.pairs[0].baseline == "laps" and headline.protocols == ("candidate", "query")
+    for d in load_differences(REPO / "ablations"):
+        if d.kind == "difference":
+            assert {f"code+{d.id}", f"paper-{d.id}"} <= by_matrix["seven-differences"], d.id
+    modules = load_matrix("paper-modules", REPO / "ablations")
+    assert {r.id for r in modules.runs} <= by_matrix["paper-modules"]
+    kinds = {c.matrices[0]: c.kind for c in claims if c.kind == "optimum"}
+    assert kinds == {"selection-ratio": "optimum", "coefficients": "optimum"}
+    leak = [c for c in claims if c.kind == "leakage"]
+    assert [c.protocols for c in leak] == [("query vs candidate",)]
+    assert {"ratio-mse-over-ce", "triplet-over-infonce", "detached-patch-path"} <= {
+        c.id for c in claims
+    }
+    assert any(not c.testable for c in claims if "findings" in c.matrices)
+
+
+def test_headline_size_is_the_paper_table_difference():
+    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
+    rows = {
+        r["method"]: r["rsum"]
+        for r in figures["table1"]["rows"]
+        if r["backbone"] == "ViT-Base-224" and r["dataset"] == "Flickr30K 1K"
+    }
+    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    headline = next(c for c in claims if c.id == "headline")
+    assert headline.size == pytest.approx(rows["SEPS"] - rows["LAPS"])
+
+
+def test_claim_naming_a_missing_run_or_matrix_is_refused(env):
+    bad = env["root"] / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [_claim("typo", "upp")]}))
+    with pytest.raises(
+        ClaimError, match=r"claim 'typo': field 'runs': 'upp' not a run of matrix 'mini'"
+    ):
+        load_claim_file(bad, env["root"])
+    bad.write_text(yaml.safe_dump({"claims": [{**_claim("nomatrix", "up"), "matrix": "nope"}]}))
+    with pytest.raises(ClaimError, match=r"claim 'nomatrix': field 'matrix': .*nope.yaml"):
+        load_claim_file(bad, env["root"])
+    # The scorecard refuses too, before writing anything.
+    with pytest.raises(ClaimError, match="nope"):
+        write_scorecard(env["results"], env["out"], env["root"], claims_path=bad)
+    assert not env["out"].exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"direction": "up"}, "field 'direction': invalid value 'up'"),
+        ({"protocol": "leaky"}, "field 'protocol': invalid value 'leaky'"),
+        ({"testable": False}, "field 'testable': expected true, or false with a 'why'"),
+        ({"colour": "red"}, r"unknown field\(s\) \['colour'\]"),
+        ({"kind": "optimum"}, "an optimum claim needs"),
+    ],
+)
+def test_malformed_claim_names_the_field(env, change, message):
+    bad = env["root"] / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [{**_claim("c", "up"), **change}]}))
+    with pytest.raises(ClaimError, match=message):
+        load_claim_file(bad, env["root"])
+
+
+# ---------------------------------------------------------------------- verdicts
+def test_verdicts_on_hand_made_records(env):
+    text = write_scorecard(env["results"], env["out"], env["root"]).read_text()
+    rows = _rows(text)
+    verdict = {cid: cells[4] for cid, cells in rows.items()}
+    assert verdict == {
+        "rises": "supported",
+        "flat": "not detected",
+        "falls": "contradicted",
+        "constant": f"{IDENTICAL}: the ratio loss is a constant under decision=topk",
+        "unrun": "no records yet",
+        "one-seed": "not enough seeds (n=1)",
+        "best": "supported",
+        "leak": "supported",
+        "gpu-only": "not testable here: needs Flickr30K on a GPU",
+    }
+    # rises: Δ rSum per seed 12, 13.2, 10.8, 12.6, 11.4 -> mean +12.0, shown with its CI.
+    assert rows["rises"][3].startswith("+12.0 [")
+    assert "(claimed: higher, +12.0 rSum on Flickr30K; seed 004: medium (1-3%))" in rows["rises"][0]
+    assert "% of the baseline's rSum" in rows["rises"][3]
+    assert rows["unrun"][3] == "— (no record of `ghost`)"
+    assert rows["constant"][3] == "0.0 (bit-identical on 5 seeds)"
+    assert rows["best"][3].startswith("best `up` ")
+    # The leakage claim's pair is the rises pair: one test, so the family holds three
+    # (rises, flat, falls); identical, one-seed and optimum rows are not tests.
+    assert "Holm-corrected across the 3 paired tests of this scorecard" in text
+    assert "9 claims in 9 rows: 3 supported, 1 contradicted, 1 not detected" in text
+    # The records' protocol is stated when it is not the claimed one.
+    assert rows["leak"][2] == "query vs candidate (records: candidate)"
+    assert "how much of the reported dense-caption gain the official evaluation's pairing" in text
+    assert rows["rises"][5] == "[mini](mini.md#results)"
+    assert text.startswith(MARKER + "\n")
+    assert "Profile `standard`: synthetic data, 10,000 images" in text
+    assert "seeds 0, 1, 2, 3, 4" in text and "Code version: v1." in text
+
+
+def test_without_any_record_every_testable_claim_says_no_records_yet(env, tmp_path):
+    text = write_scorecard(tmp_path / "empty", env["out"], env["root"]).read_text()
+    verdicts = {cid: cells[4] for cid, cells in _rows(text).items()}
+    assert set(verdicts.values()) == {NO_RECORDS, "not testable here: needs Flickr30K on a GPU"}
+    assert "No run records yet" in text
+
+
+def test_effect_verdict_reads_the_sign_and_the_corrected_p():
+    def comp(mean: float, p: float, n: int = 5, identical: bool = False) -> Comparison:
+        return Comparison(mean, 1.0, p, n, key=(mean, p), identical=identical)
+
+    assert effect_verdict("+", comp(3.0, 0.001), 0.01) == "supported"
+    assert effect_verdict("-", comp(3.0, 0.001), 0.01) == "contradicted"
+    assert effect_verdict("0", comp(3.0, 0.001), 0.01) == "contradicted"
+    assert effect_verdict("+", comp(3.0, 0.001), 0.2) == "not detected"
+    assert effect_verdict("+", comp(0.0, 1.0, identical=True), math.nan).startswith("identical")
+    assert effect_verdict("+", comp(3.0, math.nan, n=1), math.nan) == "not enough seeds (n=1)"
+    assert effect_verdict("+", None, math.nan) == "no records yet"
+
+
+def test_holm_widened_interval_excludes_zero_exactly_when_the_corrected_p_does():
+    comps = [
+        Comparison(mean, half, p, 5, key=i)
+        for i, (mean, half, p) in enumerate(
+            [(5.0, 2.0, 0.002), (3.0, 2.5, 0.03), (1.0, 3.0, 0.4), (-4.0, 3.0, 0.02)]
+        )
+    ]
+    family = family_of(comps)
+    for c in comps:
+        p = family.p(c)
+        lo, hi = holm_interval(c, p)
+        assert hi - lo >= 2 * c.half - 1e-12  # never narrower than the raw 95% CI
+        assert (lo > 0 or hi < 0) == (p < 0.05), (c, p, lo, hi)
+
+
+def _cell(run: str, mean: float, half: float = 1.0, n: int = 5, same: bool = False) -> Cell:
+    return Cell(run, mean, half, n, same, "the ratio loss is a constant" if same else None)
+
+
+def test_optimum_verdict_rule():
+    claimed = _cell("a", 10.0, same=True)
+    assert optimum_verdict("a", [claimed, _cell("b", 11.0), _cell("c", 2.0)])[0] == "supported"
+    verdict, best = optimum_verdict("a", [claimed, _cell("b", 20.0), _cell("c", 2.0)])
+    assert (verdict, best.run if best else None) == ("contradicted", "b")
+    assert optimum_verdict("a", [claimed, _cell("b", 11.0), _cell("c", 9.5)])[0] == "not detected"
+    same = [claimed, _cell("b", 10.0, same=True)]
+    assert optimum_verdict("a", same)[0] == "identical (no effect possible)"
+    assert optimum_verdict("a", [_cell("b", 11.0), _cell("c", 2.0)])[0] == "no records yet"
+    assert optimum_verdict("a", [claimed, _cell("b", 11.0, n=1)])[0] == "not enough seeds (n=1)"
+
+
+# ------------------------------------------------------------------------ files
+def test_scorecard_regenerates_byte_identically(env, tmp_path):
+    first = write_scorecard(env["results"], env["out"], env["root"]).read_bytes()
+    # Its own file is overwritten; elsewhere, from a copy of the store, the same bytes.
+    again = write_scorecard(env["results"], env["out"], env["root"]).read_bytes()
+    copy = tmp_path / "copy"
+    shutil.copytree(env["results"], copy)
+    other = write_scorecard(copy, tmp_path / "other.md", env["root"]).read_bytes()
+    assert first == again == other
+
+
+def test_foreign_readme_is_never_overwritten(env, capsys):
+    env["out"].parent.mkdir(parents=True)
+    env["out"].write_text("# reports/\n\nMy own notes.\n")
+    with pytest.raises(ValueError, match="not written by seps-bench scorecard"):
+        write_scorecard(env["results"], env["out"], env["root"])
+    args = ["scorecard", "--results", str(env["results"]), "--out", str(env["out"])]
+    assert main([*args, "--ablations", str(env["root"])]) == 2
+    assert "not overwritten" in capsys.readouterr().err
+    assert env["out"].read_text() == "# reports/\n\nMy own notes.\n"
+    env["out"].unlink()
+    assert main([*args, "--ablations", str(env["root"])]) == 0
+    assert env["out"].read_text().startswith(MARKER)
+
+
+def test_records_of_two_code_versions_are_refused_unless_allowed(env):
+    _write_records(env["results"], {"noise": SEEDS}, code_version="v2")
+    with pytest.raises(ValueError, match=r"2 code versions: .*--allow-mixed-versions"):
+        write_scorecard(env["results"], env["out"], env["root"])
+    text = write_scorecard(
+        env["results"], env["out"], env["root"], allow_mixed_versions=True
+    ).read_text()
+    assert "Code versions: v1, v2." in text
