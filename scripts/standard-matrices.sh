@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Gathers the standard-regime records in order of importance; the store resumes, so this
-# can be stopped and started again at any point.
+# can be stopped and started again at any point; records of an older code version are
+# recomputed (their old files are kept beside as *.stale.json).
 set -u
 cd "$(dirname "$0")/.."
-run() { .venv/bin/python -m seps run "$@" --profile standard --seeds 0,1,2,3,4 --no-report --no-progress; }
+run() { .venv/bin/python -m seps run "$@" --profile standard --seeds 0,1,2,3,4 --no-report --no-progress --rerun-stale; }
 run seven-differences --only 'laps,code,paper'
 run seven-differences-query --only 'code,paper'
 run findings

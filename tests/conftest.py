@@ -2,12 +2,16 @@
 
 ``synth``: one small synthetic dataset (60 images at 32 px, seed 0) in the official
 layout, generated once per session; tests that damage data copy it first.
+``no_network``: the hub offline and every connection attempt refused and recorded (the
+list it returns), for tests that must prove nothing is downloaded.
 
 Markers: ``slow`` marks the end-to-end tests (subprocess matrices, kill-and-resume,
 DDP, Ray, the smoke matrix); ``pytest -m "not slow"`` deselects them.
 """
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 
@@ -19,3 +23,25 @@ def synth(tmp_path_factory):
     path = tmp_path_factory.mktemp("synth")
     generate_synthetic(path, n_images=60, seed=0, image_size=32)
     return path
+
+
+@pytest.fixture()
+def no_network(monkeypatch):
+    import huggingface_hub.constants
+
+    import seps.hub
+
+    tries = []
+
+    def refuse(*args, **kwargs):
+        tries.append(args)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    # huggingface_hub reads the variable once, at import; the suite's own hub check caches.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(seps.hub, "_hub_reachable_cache", [])
+    return tries

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_train import tiny as train_tiny
 
 from seps import get_config
 from seps.ablations import load_profile
@@ -40,21 +41,8 @@ HEAD = get_config("code", embed_size=32)
 
 
 def tiny(data, out, **kw) -> TrainConfig:
-    values = dict(
-        data_path=str(data),
-        image_size=32,
-        epochs=1,
-        batch_size=8,
-        max_steps_per_epoch=2,
-        val_images=4,
-        progress=False,
-        out_dir=str(out),
-        vocab_size=300,
-        max_dense_words=48,
-        backbone_lr_mult=1.0,
-    )
-    values.update(kw)
-    return TrainConfig(**values)
+    """test_train's tiny run, one epoch of two steps."""
+    return train_tiny(data, out, **{"epochs": 1, "max_steps_per_epoch": 2, **kw})
 
 
 def official_copy(synth, dest, *, dev_dense: bool = True, dev: bool = True):

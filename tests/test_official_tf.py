@@ -15,7 +15,6 @@ import time
 from argparse import Namespace
 from pathlib import Path
 
-import huggingface_hub
 import pytest
 import torch
 from transformers import AutoConfig, PretrainedConfig
@@ -61,17 +60,8 @@ CAPTIONS = [
 
 
 @pytest.fixture(autouse=True)
-def _offline_and_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
-
-    def refuse(*args, **kwargs):
-        raise OSError("test guard: no network in these tests")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(seps.hub, "_hub_reachable_cache", [])
+def _offline(no_network: list) -> None:
+    """Every test here runs offline (conftest ``no_network``)."""
 
 
 # ------------------------------------------------------------- checkpoint builders

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -30,25 +29,6 @@ from seps.data.synth import generate_synthetic
 from seps.text import train_wordpiece_tokenizer
 
 N_TRAIN, N_DEV, N_TEST = 6, 1, 4
-
-
-@pytest.fixture()
-def offline(monkeypatch):
-    """Every attempt to open a connection, recorded (and refused); the hub offline."""
-    import huggingface_hub.constants
-
-    tries = []
-
-    def refuse(*args, **kwargs):
-        tries.append(args)
-        raise OSError("network disabled in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # huggingface_hub reads the variable once, at import.
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
-    return tries
 
 
 def _f30k_folder(tmp_path: Path) -> Path:
@@ -80,7 +60,7 @@ def _bert_base(tmp_path: Path, data: Path) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 def test_paper_profile_trains_one_step_with_random_vit_base_and_bert_base_offline(
-    tmp_path, offline, capsys
+    tmp_path, no_network, capsys
 ):
     data = _f30k_folder(tmp_path)
     bert, tokenizer = _bert_base(tmp_path, data)
@@ -122,7 +102,7 @@ def test_paper_profile_trains_one_step_with_random_vit_base_and_bert_base_offlin
     record = json.loads(records[0].read_text())
     assert record["status"] == "done", record.get("traceback") or record.get("error")
     assert code == 0, out
-    assert offline == []
+    assert no_network == []
     cfg = record["train_config"]
     assert (cfg["backbone"], cfg["backbone_source"], cfg["pretrained"]) == (str(vit), "hf", None)
     assert (cfg["image_size"], cfg["text_backbone"]) == (224, str(bert))

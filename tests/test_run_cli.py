@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -199,21 +198,6 @@ def test_meta_parameter_count_matches_the_built_model():
             assert size.trainable == size.parameters
         else:
             assert 0 < size.trainable < size.parameters
-
-
-@pytest.fixture()
-def no_network(monkeypatch):
-    """Every attempt to open a connection, recorded (and refused)."""
-    tries = []
-
-    def refuse(*args, **kwargs):
-        tries.append(args)
-        raise OSError("network disabled in this test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return tries
 
 
 def test_paper_dry_run_counts_trainings_epochs_and_disk_offline(tmp_path, capsys, no_network):
