@@ -84,8 +84,9 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
         ax.axvline(0.0, color="black", linewidth=1.0)
         ax.set_yticks(y, labels)
         ax.invert_yaxis()
+        # Two lines: with a long baseline id one line overran a narrow figure.
         ax.set_xlabel(
-            f"Δ rSum vs {matrix.baseline} (paired by seed; per-test 95% CI, not adjusted "
+            f"Δ rSum vs {matrix.baseline}\n(paired by seed; per-test 95% CI, not adjusted "
             "for multiple comparisons)"
         )
         ax.set_title(f"{matrix.name} — profile {profile}", fontsize=10)
