@@ -571,7 +571,8 @@ def check_data_dirs(planned: list[PlannedRun]) -> None:
         where = (p.train_cfg.dataset, p.train_cfg.data_path, p.train_cfg.synth_images)
         if where not in seen:
             seen.add(where)
-            trainer.check_training_files(p.train_cfg)
+            trainer.check_data_dir(p.train_cfg)  # a synthetic target, or the folder
+            trainer.check_training_files(p.train_cfg)  # official layout: each file
 
 
 __all__ = [
