@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 run() { .venv/bin/python -m seps run "$@" --profile standard --seeds 0,1,2,3,4 --no-report --no-progress --rerun-stale; }
 run seven-differences --only 'laps,code,paper'
 run seven-differences-query --only 'code,paper'
+run regime
 run findings
 run seven-differences
 run seven-differences-query

@@ -37,8 +37,14 @@ from .config import PRESETS, SEPSConfig, get_config
 from .data_fingerprint import data_fingerprint, resolved_path
 from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
 
-#: TrainConfig fields a matrix or a profile may not set (they are where/how, not what).
-NON_SEMANTIC_TRAIN_FIELDS = ("out_dir", "cache_dir", "progress", "device")
+#: TrainConfig fields a matrix or a profile may not set (they are where/how, not what),
+#: each with where a user sets it instead (the ``--set`` error says so).
+NON_SEMANTIC_TRAIN_FIELDS = {
+    "out_dir": "the runner keeps each training under <--results>/_work",
+    "cache_dir": "the runner keeps feature caches under <--results>/_work",
+    "progress": "use --no-progress",
+    "device": "use --device",
+}
 #: TrainConfig fields a profile may set that cannot change a result (loader workers give
 #: the same batches; the optimizer state only decides what a finished checkpoint keeps):
 #: left out of run keys, so changing them never recomputes a stored run.

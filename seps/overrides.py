@@ -26,14 +26,6 @@ from .train_config import TrainConfig, coerce_field
 
 __all__ = ["SetError", "apply_sets", "parse_set", "shadowed_sets"]
 
-#: Where the fields that a ``--set`` may not change are set instead.
-DEDICATED_OPTIONS = {
-    "device": "use --device",
-    "progress": "use --no-progress",
-    "out_dir": "the runner keeps each training under <--results>/_work",
-    "cache_dir": "the runner keeps feature caches under <--results>/_work",
-}
-
 
 class SetError(ValueError):
     """A bad ``--set``; the message names the option, the field and what was expected."""
@@ -80,7 +72,7 @@ def parse_set(text: str) -> Setting:
         if field in NON_SEMANTIC_TRAIN_FIELDS:
             raise SetError(
                 f"{where}: train config field {field!r} is not part of a run's definition; "
-                f"{DEDICATED_OPTIONS.get(field, 'use its own option')}"
+                f"{NON_SEMANTIC_TRAIN_FIELDS[field]}"
             )
         try:
             value = coerce_field(field, value)

@@ -4,6 +4,8 @@
 layout, generated once per session; tests that damage data copy it first.
 ``no_network``: the hub offline and every connection attempt refused and recorded (the
 list it returns), for tests that must prove nothing is downloaded.
+Every test: ``HF_HUB_DISABLE_PROGRESS_BARS`` restored afterwards (``--no-progress`` sets
+it for worker processes; a test calling ``main`` must not change the next test's setting).
 
 Markers: ``slow`` marks the end-to-end tests (subprocess matrices, kill-and-resume,
 DDP, Ray, the smoke matrix); ``pytest -m "not slow"`` deselects them.
@@ -11,11 +13,21 @@ DDP, Ray, the smoke matrix); ``pytest -m "not slow"`` deselects them.
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
 
 from seps.data.synth import generate_synthetic
+
+
+@pytest.fixture(autouse=True)
+def _restore_hub_progress_variable(monkeypatch):
+    name = "HF_HUB_DISABLE_PROGRESS_BARS"
+    if name in os.environ:
+        monkeypatch.setenv(name, os.environ[name])
+    else:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,8 @@ def test_grid_ids_and_train_fields():
     assert dict(run.train) == {"dense_source": "none"} and run.preset == "paper"
     leak = m.run("code/dense_source=query/eval_dense_source=candidate")
     assert dict(leak.train) == {"dense_source": "query", "eval_dense_source": "candidate"}
-    assert load_matrix("coefficients").run("l1=0.25,l2=0.75").set["lambda_dense"] == 0.75
+    cell = load_matrix("coefficients").run("gumbel_per_patch/l1=0.25,l2=0.75")
+    assert cell.set["lambda_dense"] == 0.75 and cell.set["decision"] == "gumbel_per_patch"
 
 
 def test_resolve_and_keys():

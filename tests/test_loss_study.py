@@ -47,11 +47,13 @@ def _records(results: Path) -> list[dict]:
 
 
 def _cell(records: list[dict], decision: str, crit: str, form: str) -> list[dict]:
-    """The records of one ratio cell; the paper default is stored under two run ids
-    (``ratio/...`` and ``align/triplet``) with the same key: one run."""
+    """The records of one ratio cell at the paper's ratio weight (what the plots draw);
+    the paper default is stored under two run ids (``ratio/...`` and ``align/triplet``)
+    with the same key: one run."""
     out, seen = [], set()
+    paper_weight = get_config("paper").ratio_weight
     for r in records:
-        if (r["key"], r["seed"]) in seen:
+        if (r["key"], r["seed"]) in seen or r["head_config"]["ratio_weight"] != paper_weight:
             continue
         seen.add((r["key"], r["seed"]))
         h = r["head_config"]
@@ -77,7 +79,7 @@ def _series(results: Path, reports: Path) -> dict:
 def test_report_and_every_plot_exist(study):
     results, reports = study
     records = _records(results)
-    assert len(records) == 35 and all(r["status"] == "done" for r in records)
+    assert len(records) == 41 and all(r["status"] == "done" for r in records)
     md = (reports / "loss-study.md").read_text()
     for heading in ("## Loss study", "Table 1: ratio constraint", "Table 2: alignment losses"):
         assert heading in md
@@ -150,6 +152,17 @@ def test_ratio_curve_points_and_alignment_bars_come_from_the_records(study):
     assert set(bars) == set(by_kind)
     for kind, per_seed in by_kind.items():
         assert bars[kind] == pytest.approx(np.mean(list(per_seed.values())))
+
+
+def test_normalised_cells_are_listed_with_their_weight_and_compared_with_mse(study):
+    _, reports = study
+    text = (reports / "loss-study.md").read_text()
+    normalised = [r for r in load_matrix("loss-study").runs if r.id.endswith("/normalised")]
+    assert len(normalised) == 6  # l1 and ce in three forms; mse is the reference
+    for run in normalised:
+        crit, form, w = (run.set[k] for k in ("ratio_criterion", "ratio_loss", "ratio_weight"))
+        assert f"{crit} (weight {w:.4g})" in text  # its own row of Table 1
+        assert f"form={form}, `{crit}` at equal initial gradient norm (weight {w:.4g}" in text
 
 
 def test_report_regenerates_byte_identically(study):

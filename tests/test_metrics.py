@@ -188,16 +188,13 @@ def test_nan_rejected() -> None:
         recall_at_k(s)
 
 
-def test_vectorised_speed_large() -> None:
-    """Counting without sorting: 2000 x 10000 well within a second or two."""
-    import time
-
+def test_large_matrix_gives_valid_recalls() -> None:
+    """2000 x 10000 (COCO 5K-sized rows): its speed is benchmarked in
+    benchmarks/test_bench_data.py; here only that the counting path gives sane values."""
     rng = np.random.default_rng(5)
     s = positives_boosted(rng, 2000, 5, 2.0).astype(np.float32)
-    t0 = time.perf_counter()
     m = recall_at_k(s)
-    assert time.perf_counter() - t0 < 5.0
-    assert 0 < m["i2t_r1"] < 100
+    assert 0 < m["i2t_r1"] <= m["i2t_r5"] <= m["i2t_r10"] <= 100
 
 
 # --------------------------------------------------------------------------- 1K folds

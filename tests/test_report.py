@@ -474,6 +474,30 @@ def test_paper_reference_matching():
     assert paper_reference(RunSpec("x", "code", {"hrpa": "mean_topk"}), figures) is None
 
 
+def test_coefficient_row_matches_a_run_that_also_sets_the_decision():
+    """The paper measured its coefficient grid under its own decision (gumbel_topk): a run
+    of another decision gets the row as context, and its text says so."""
+    from seps.ablations import RunSpec
+    from seps.report import load_paper_figures
+
+    figures = load_paper_figures(REPO / "ablations")
+    coef = {"lambda_sparse": 1.0, "lambda_dense": 0.25}
+    topk = paper_reference(RunSpec("c", "paper", {**coef, "decision": "topk"}), figures)
+    assert topk is not None and topk.table == "coefficients" and topk.values["rsum"] == 540.9
+    assert topk.text == "l1=1, l2=0.25; measured by the paper under its own decision, gumbel_topk"
+    own = paper_reference(RunSpec("c", "paper", {**coef, "decision": "gumbel_topk"}), figures)
+    assert own is not None and own.text == "l1=1, l2=0.25"
+    assert paper_reference(RunSpec("c", "paper", coef), figures).text == "l1=1, l2=0.25"
+    # Only the decision may come along: any other field, or another rule's key, still
+    # matches nothing.
+    other = {**coef, "ratio_loss": "unified"}
+    assert paper_reference(RunSpec("c", "paper", other), figures) is None
+    rho = {"sparse_ratio": 0.3, "decision": "topk"}
+    assert paper_reference(RunSpec("r", "paper", rho), figures) is None
+    bare = RunSpec("p", "paper", {"decision": "topk"})
+    assert paper_reference(bare, figures) is None
+
+
 def test_paper_figures_copy_the_reference_tables():
     """Every number of paper_tables.md appears in paper_figures.yaml, in order."""
     ref = REPO.parent / "shared" / "reference" / "paper_tables.md"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -304,3 +305,25 @@ def test_synthetic_keys_are_unchanged(synth):
             assert x.key == _key_before_data_identity(x.train_cfg, x.head)
     t, h = resolve(load_matrix("findings").runs[0], load_profile("smoke"), 0, data_path=str(synth))
     assert config_key(t, h) == _key_before_data_identity(t, h)
+
+
+def test_no_progress_also_silences_hugging_face_loading_bars(monkeypatch, tmp_path):
+    import transformers
+
+    from seps.cli import quiet_hub_progress
+
+    hf = transformers.utils.logging
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    hf.enable_progress_bar()
+    try:
+        argv = ["run", "seven-differences", "--profile", "smoke", "--dry-run", "--no-progress"]
+        assert main([*argv, "--results", str(tmp_path)]) == 0
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"  # reaches worker processes
+        assert not hf.is_progress_bar_enabled()
+        # a value the user chose is theirs
+        hf.enable_progress_bar()
+        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+        quiet_hub_progress()
+        assert hf.is_progress_bar_enabled()
+    finally:
+        hf.enable_progress_bar()

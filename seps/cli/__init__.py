@@ -1,19 +1,21 @@
 """The ``seps-bench`` command line: all argument parsing lives in this package.
 
 One module per subcommand (``presets``, ``data``, ``train`` + ``eval``, ``run``,
-``report``, ``bench``), each parsing its options and dispatching to the library modules
-(:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`, :mod:`seps.bench`), which never
-import this package. :mod:`.options` builds ``train``'s flags from the fields of
+``ratio-scale``, ``report``, ``bench``), each parsing its options and dispatching to the
+library modules (:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`,
+:mod:`seps.bench`, :mod:`seps.ratio_scale`), which never import this package.
+:mod:`.options` builds ``train``'s flags from the fields of
 :class:`seps.train_config.TrainConfig`, so no default is written twice.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from . import bench, data, presets, pretrain, report, run, scorecard, train  # noqa: F401  (each registers its command)
+from . import bench, data, presets, pretrain, ratio_scale, report, run, scorecard, train  # noqa: F401  (each registers its command)
 from .presets import presets_table
 from .registry import COMMANDS, command
 
@@ -48,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0
+    if getattr(args, "no_progress", False):
+        quiet_hub_progress()
     try:
         return int(args._run(args) or 0)
     except (ValueError, OSError) as exc:  # bad input or an unusable file: one clear line
@@ -55,6 +59,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
+
+
+def quiet_hub_progress() -> None:
+    """``--no-progress`` silences Hugging Face's bars too: transformers draws one per
+    model it loads ("Loading weights"), hundreds in the log of a long matrix. The
+    environment variable reaches worker processes (Ray, DataLoader); a variable the user
+    set is left alone."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] not in ("1", "true", "TRUE", "yes"):
+        return
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def error_line(exc: BaseException) -> str:

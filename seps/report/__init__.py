@@ -29,6 +29,7 @@ One module per job, imported one way only (each imports only those below it)::
     render -> loss_study -> loss_plots -> loss_records -> records
               -> prose, paper -> summary -> compare -> records
               -> collapse, plots -> records
+              -> grid_plots -> paper, records
     loss_study -> compare
     (all of them) -> seps.stats, seps.formatting -> seps.store
 
@@ -46,6 +47,7 @@ from ..stats import (
 )
 from .collapse import collapsed, plot_collapsed
 from .compare import Comparison, Family, compare, family_of, identical_reason
+from .grid_plots import grid_runs, plot_grid, plot_rho, rho_runs
 from .loss_study import loss_study_section
 from .paper import PAPER_LABEL, PaperRef, load_claims, load_paper_figures, paper_reference
 from .plots import plot_curves, plot_delta
@@ -77,6 +79,7 @@ __all__ = [
     "correct",
     "current_records",
     "family_of",
+    "grid_runs",
     "holm",
     "identical_reason",
     "load_claims",
@@ -91,7 +94,10 @@ __all__ = [
     "plot_collapsed",
     "plot_curves",
     "plot_delta",
+    "plot_grid",
+    "plot_rho",
     "render_report",
+    "rho_runs",
     "summarise",
     "summarise_current",
     "t_quantile",

@@ -33,6 +33,10 @@ PLOT_FORM = "separate"
 _PAPER_RATIO = {
     k: getattr(get_config("paper"), k) for k in ("decision", "ratio_loss", "ratio_criterion")
 }
+#: The study's grid runs every criterion at this weight; a run with another
+#: ``ratio_weight`` is a *scaled* cell (the ``.../normalised`` runs: the weight that
+#: gives the criterion the reference's initial gradient norm, ``seps-bench ratio-scale``).
+PAPER_RATIO_WEIGHT = get_config("paper").ratio_weight
 
 
 def criterion_of(head: Mapping[str, Any]) -> str:
@@ -69,21 +73,34 @@ def completed_runs(cur: pd.DataFrame) -> pd.DataFrame:
     done["criterion"] = [criterion_of(h) for h in done["head_config"]]
     done["form"] = [h.get("ratio_loss") for h in done["head_config"]]
     done["align_loss"] = [h.get("align_loss", "triplet") for h in done["head_config"]]
+    done["ratio_weight"] = [
+        float(h.get("ratio_weight", PAPER_RATIO_WEIGHT)) for h in done["head_config"]
+    ]
+    done["scaled"] = [w != PAPER_RATIO_WEIGHT for w in done["ratio_weight"]]
     return done
+
+
+def at_paper_weight(done: pd.DataFrame) -> pd.DataFrame:
+    """The runs of :func:`completed_runs` at the paper's ``ratio_weight`` (the grid,
+    the controls and the alignment cells; what the plots draw)."""
+    return done[~done["scaled"]] if len(done) else done
 
 
 def is_align_variant(head: Mapping[str, Any]) -> bool:
     """A run that differs from the paper preset's ratio setting only by its alignment loss."""
-    return all(head.get(k) == v for k, v in _PAPER_RATIO.items())
+    weight = float(head.get("ratio_weight", PAPER_RATIO_WEIGHT))
+    return weight == PAPER_RATIO_WEIGHT and all(head.get(k) == v for k, v in _PAPER_RATIO.items())
 
 
 def _ratio_row(sel: pd.DataFrame) -> dict[str, Any]:
     """Ratio-loss values, gradients, final keep ratio and rSum of one cell's runs."""
-    values, grads, sgrads, finals, targets = [], [], [], [], []
+    values, grads, sgrads, finals, targets, initial = [], [], [], [], [], []
     for hist, head in zip(sel["history"], sel["head_config"], strict=True):
         st = steps(hist)
         values += [s["ratio"] for s in st]
         grads += [s["ratio_grad_norm"] for s in st if s.get("ratio_grad_norm") is not None]
+        if st and st[0].get("ratio_grad_norm") is not None:
+            initial.append(st[0]["ratio_grad_norm"])
         sgrads += [s["selector_grad_norm"] for s in st if s.get("selector_grad_norm") is not None]
         last = [s for s in st if s["epoch"] == st[-1]["epoch"]] if st else []
         finals.append(float(np.mean([mean_keep(s) for s in last])) if last else math.nan)
@@ -95,6 +112,7 @@ def _ratio_row(sel: pd.DataFrame) -> dict[str, Any]:
         "ratio_min": min(values) if values else math.nan,
         "ratio_max": max(values) if values else math.nan,
         "ratio_grad_max": max(grads) if grads else math.nan,
+        "ratio_grad_initial": float(np.mean(initial)) if initial else math.nan,
         "selector_grad_mean": float(np.mean(sgrads)) if sgrads else math.nan,
         **_per_seed(sel),
     }
@@ -112,24 +130,37 @@ def _per_seed(sel: pd.DataFrame) -> dict[str, Any]:
 
 
 def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per (decision, criterion, form) of the ratio part (official triplet):
-    ``seeds``, ``target``, ``keep_final``, ``ratio_min``/``ratio_max``, ``ratio_grad_max``,
-    ``selector_grad_mean``, ``rsum`` (mean, CI, n), ``rsum_by_seed``, ``by_seed`` (the
-    record rows) and ``dense`` (their dense-caption protocols, ``varies`` if mixed)."""
+    """One row per (decision, criterion, form, weight) of the ratio part (official
+    triplet), each decision's cells at the paper's weight first, then its scaled cells
+    (``scaled`` True, by weight): ``weight``, ``seeds``, ``target``, ``keep_final``,
+    ``ratio_min``/``ratio_max``, ``ratio_grad_max``, ``ratio_grad_initial`` (the first
+    step's, mean over seeds), ``selector_grad_mean``, ``rsum`` (mean, CI, n),
+    ``rsum_by_seed``, ``by_seed`` (the record rows) and ``dense`` (their dense-caption
+    protocols, ``varies`` if mixed)."""
     rows = []
     part = done[done["align_loss"] == "triplet"] if len(done) else done
     for decision in DECISIONS:
-        for crit in CRITERIA:
-            for form in ("off",) if crit == "off" else FORMS:
-                sel = part[
-                    (part["decision"] == decision)
-                    & (part["criterion"] == crit)
-                    & (part["form"] == form)
-                ]
-                if not sel.empty:
-                    rows.append(
-                        {"decision": decision, "criterion": crit, "form": form, **_ratio_row(sel)}
-                    )
+        for scaled in (False, True):
+            for crit in CRITERIA:
+                for form in ("off",) if crit == "off" else FORMS:
+                    sel = part[
+                        (part["decision"] == decision)
+                        & (part["criterion"] == crit)
+                        & (part["form"] == form)
+                        & (part["scaled"] == scaled)
+                    ]
+                    for weight in sorted(set(sel["ratio_weight"])) if len(sel) else []:
+                        cell = sel[sel["ratio_weight"] == weight]
+                        rows.append(
+                            {
+                                "decision": decision,
+                                "criterion": crit,
+                                "form": form,
+                                "weight": float(weight),
+                                "scaled": scaled,
+                                **_ratio_row(cell),
+                            }
+                        )
     return rows
 
 
@@ -160,8 +191,10 @@ __all__ = [
     "CRITERIA",
     "DECISIONS",
     "FORMS",
+    "PAPER_RATIO_WEIGHT",
     "PLOT_FORM",
     "align_rows",
+    "at_paper_weight",
     "completed_runs",
     "criterion_of",
     "is_align_variant",

@@ -40,6 +40,7 @@ from .loss_records import (
     FORMS,
     PLOT_FORM,
     align_rows,
+    at_paper_weight,
     completed_runs,
     criterion_of,
     ratio_rows,
@@ -71,7 +72,9 @@ def _acts(rows: list[dict[str, Any]], decision: str) -> tuple[bool, list[dict[st
 
 
 #: A comparison of the section, by what it compares: ``("mse-ce", decision, form)``,
-#: ``("hardest-infonce",)`` or ``("vs-triplet", alignment loss)``.
+#: ``("mse-scaled", decision, criterion, form, weight)`` (MSE against a criterion at the
+#: weight that matches MSE's initial gradient norm), ``("hardest-infonce",)`` or
+#: ``("vs-triplet", alignment loss)``.
 Comparisons = dict[tuple[str, ...], Comparison]
 
 
@@ -89,10 +92,14 @@ def comparisons(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> Comp
         if not acts:
             continue
         for form in FORMS:
-            m = _cell(rs, criterion="mse", form=form)
-            c = _cell(rs, criterion="ce", form=form)
+            m = _cell(rs, criterion="mse", form=form, scaled=False)
+            c = _cell(rs, criterion="ce", form=form, scaled=False)
             if m is not None and c is not None:
                 out["mse-ce", decision, form] = compare(m["by_seed"], c["by_seed"])
+            for r in rs:  # the criteria at the reference's initial gradient norm
+                if m is not None and r["scaled"] and r["form"] == form:
+                    key = ("mse-scaled", decision, r["criterion"], form, f"{r['weight']:g}")
+                    out[key] = compare(m["by_seed"], r["by_seed"])
     by = {r["align_loss"]: r for r in arows}
     if "triplet_hardest" in by and "infonce" in by:
         h, n = by["triplet_hardest"], by["infonce"]
@@ -169,8 +176,8 @@ def statements(
 def _seed_ratio_claim(rs: list[dict[str, Any]], d: Comparison | None, family: Family) -> list[str]:
     """Seed 000's argument for MSE, checked on the paper's (``separate``) form; ``d`` is
     its MSE − CE comparison."""
-    m = _cell(rs, criterion="mse", form=PLOT_FORM)
-    c = _cell(rs, criterion="ce", form=PLOT_FORM)
+    m = _cell(rs, criterion="mse", form=PLOT_FORM, scaled=False)
+    c = _cell(rs, criterion="ce", form=PLOT_FORM, scaled=False)
     if m is None or c is None or d is None:
         return []
     em, ec = abs(m["keep_final"] - m["target"]), abs(c["keep_final"] - c["target"])
@@ -214,8 +221,8 @@ def _mse_vs_ce(
 ) -> list[str]:
     out = []
     for form in FORMS:
-        m = _cell(rs, criterion="mse", form=form)
-        c = _cell(rs, criterion="ce", form=form)
+        m = _cell(rs, criterion="mse", form=form, scaled=False)
+        c = _cell(rs, criterion="ce", form=form, scaled=False)
         d = comps.get(("mse-ce", decision, form))
         if m is None or c is None or d is None:
             continue
@@ -230,6 +237,29 @@ def _mse_vs_ce(
             f"{_f(c['keep_final'])} (target {m['target']:g}; {closer}; plot "
             f"'keep ratio'). rSum MSE {_ci(m['rsum'])} vs CE {_ci(c['rsum'])}; MSE − CE = "
             f"{_diff_text(d, family)} (Table 1)."
+        )
+    out += _scaled_statements(rs, decision, comps, family)
+    return out
+
+
+def _scaled_statements(
+    rs: list[dict[str, Any]], decision: str, comps: Comparisons, family: Family
+) -> list[str]:
+    """The criteria run at the weight that matches MSE's initial gradient norm."""
+    out = []
+    for r in rs:
+        if not r["scaled"]:
+            continue
+        m = _cell(rs, criterion="mse", form=r["form"], scaled=False)
+        key = ("mse-scaled", decision, r["criterion"], r["form"], f"{r['weight']:g}")
+        d = comps.get(key)
+        if m is None or d is None:
+            continue
+        out.append(
+            f"  - form={r['form']}, `{r['criterion']}` at equal initial gradient norm (weight "
+            f"{r['weight']:.4g} instead of {m['weight']:g}; initial ratio gradient "
+            f"{r['ratio_grad_initial']:.3g} vs MSE's {m['ratio_grad_initial']:.3g}): rSum "
+            f"{_ci(r['rsum'])}; MSE − {r['criterion']} = {_diff_text(d, family)} (Table 1)."
         )
     return out
 
@@ -275,12 +305,13 @@ def ratio_table(rows: list[dict[str, Any]], dense_column: bool = False) -> str:
     body = [
         [
             r["decision"],
-            r["criterion"],
+            f"{r['criterion']} (weight {r['weight']:.4g})" if r["scaled"] else r["criterion"],
             r["form"],
             *([r["dense"]] if dense_column else []),
             r["seeds"],
             _f(r["keep_final"]),
             f"{r['ratio_min']:.4g} .. {r['ratio_max']:.4g}",
+            DASH if math.isnan(r["ratio_grad_initial"]) else f"{r['ratio_grad_initial']:.2e}",
             DASH if math.isnan(r["ratio_grad_max"]) else f"{r['ratio_grad_max']:.2e}",
             DASH if math.isnan(r["selector_grad_mean"]) else f"{r['selector_grad_mean']:.2e}",
             _ci(r["rsum"]),
@@ -295,6 +326,7 @@ def ratio_table(rows: list[dict[str, Any]], dense_column: bool = False) -> str:
         "seeds",
         "final keep ratio",
         "ratio loss min .. max (all steps)",
+        "initial ratio grad",
         "max ratio grad",
         "mean predictor grad",
         "rSum",
@@ -394,7 +426,7 @@ def _profile_section(
     series: dict[str, Any] = {}
     for caption, suffix, draw in PLOTS:
         name = f"{matrix_name}-{profile}-{suffix}.png"
-        drawn = draw(done, out_dir / name)
+        drawn = draw(at_paper_weight(done), out_dir / name)  # one curve per criterion
         if drawn:
             plots[f"{caption} ({profile})"] = name
             series[suffix] = drawn
@@ -409,8 +441,12 @@ def _profile_section(
             "Final keep ratio: mean over the last epoch's steps of the masks' mean keep ratio. "
             "'max ratio grad': the largest L2 norm, over all steps, of the gradient of "
             "`ratio_weight × L_ratio` alone with respect to the score predictor's parameters "
-            "(exactly 0 when the ratio loss has no graph). 'mean predictor grad': the whole "
-            "loss's gradient there. Alignment loss: official triplet schedule.",
+            "(exactly 0 when the ratio loss has no graph); 'initial ratio grad': the same "
+            "at the first step, mean over seeds. 'mean predictor grad': the whole "
+            "loss's gradient there. Alignment loss: official triplet schedule. A criterion "
+            "shown with a weight is run at the `ratio_weight` that gives it MSE's initial "
+            "gradient norm in the same form (`seps-bench ratio-scale`), so it is compared "
+            "with MSE at equal scale.",
             "",
             ratio_table(rows, dense),
             "",

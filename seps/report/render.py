@@ -22,6 +22,7 @@ from ..store import atomic_write_text
 from ..version import check_versions
 from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
 from .compare import Comparison, Family, family_of
+from .grid_plots import measured_text, plot_grid, plot_rho
 from .loss_study import loss_study_comparisons, loss_study_section
 from .paper import load_claims, load_paper_figures, paper_sections
 from .plots import plot_curves, plot_delta
@@ -166,10 +167,13 @@ def _write_collapse_plot(data: ReportData, out_dir: Path) -> str | None:
     return None
 
 
-def _write_plots(data: ReportData, out_dir: Path) -> dict[str, str]:
-    """Draw the Δ and curves plots; caption -> file name of those with something to show.
-    A plot with nothing to show is removed rather than left stale."""
+def _write_plots(data: ReportData, out_dir: Path, figures: Mapping[str, Any]) -> dict[str, str]:
+    """Draw the Δ and curves plots, and the rho or (l1, l2) grid plot of a matrix that
+    sweeps those head fields (beside the paper's ``figures``); caption -> file name of
+    those with something to show. A plot with nothing to show is removed rather than left
+    stale."""
     name = data.matrix.name
+    measured = measured_text(data.current)
     targets: list[tuple[str, str, Callable[[Path], dict[str, Any]]]] = [
         (
             "Δ rSum per variant with 95% CI",
@@ -180,6 +184,16 @@ def _write_plots(data: ReportData, out_dir: Path) -> dict[str, str]:
             "training curves",
             f"{name}-curves.png",
             lambda path: plot_curves(data.current, data.matrix, path),
+        ),
+        (
+            "rSum against the selection ratio ρ, measured and reported by the paper",
+            f"{name}-rho.png",
+            lambda path: plot_rho(data.summary, data.matrix, figures, path, measured),
+        ),
+        (
+            "mean rSum over the (λ_sparse, λ_dense) grid, measured and reported by the paper",
+            f"{name}-grid.png",
+            lambda path: plot_grid(data.summary, data.matrix, figures, path, measured),
         ),
     ]
     plots: dict[str, str] = {}
@@ -207,8 +221,10 @@ def write_report(
 
     ``matrix_name`` is a matrix of ``root/matrices/`` (default :func:`default_root`) or a
     path to a matrix file; its records are read from ``<results_dir>/<matrix name>/``.
-    Plots are ``<matrix>-delta.png``, ``<matrix>-curves.png`` and
-    ``<matrix>-collapsed.png`` beside the markdown; a plot with nothing to show is removed
+    Plots are ``<matrix>-delta.png``, ``<matrix>-curves.png``, ``<matrix>-collapsed.png``
+    and, for a matrix sweeping ``sparse_ratio`` or the (``lambda_sparse``,
+    ``lambda_dense``) grid (:mod:`seps.report.grid_plots`), ``<matrix>-rho.png`` or
+    ``<matrix>-grid.png`` beside the markdown; a plot with nothing to show is removed
     rather than left stale. Returns the markdown path.
     """
     matrix = load_matrix(matrix_name, root)
@@ -223,7 +239,7 @@ def write_report(
         )
     out_dir = Path(reports_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = _write_plots(data, out_dir)
+    plots = _write_plots(data, out_dir, figures)
     collapse_plot = _write_collapse_plot(data, out_dir)
     extra: list[str] = []
     for section in matrix.sections:

@@ -1,0 +1,102 @@
+"""``seps-bench ratio-scale``: the initial ratio-loss gradient it measures is the one the
+training loop logs, and its weights put the criteria at equal initial gradient norm."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from seps import get_config
+from seps.ablations import load_matrix
+from seps.cli import main
+from seps.ratio_scale import (
+    Probe,
+    initial_ratio_grad_norms,
+    normalised_weights,
+    probe_grid,
+    yaml_runs,
+)
+from seps.train import TrainConfig, train
+
+HEAD = get_config("paper", embed_size=32, decision="gumbel_per_patch")
+
+
+def tiny(synth, out) -> TrainConfig:
+    return TrainConfig(
+        data_path=str(synth),
+        image_size=32,
+        epochs=1,
+        batch_size=8,
+        max_steps_per_epoch=1,
+        val_images=0,
+        progress=False,
+        out_dir=str(out),
+        vocab_size=300,
+        max_dense_words=48,
+        backbone_lr_mult=1.0,
+    )
+
+
+def test_probe_measures_the_gradient_the_training_loop_logs_at_its_first_step(synth, tmp_path):
+    cfg = tiny(synth, tmp_path / "run")
+    logged = train(cfg, HEAD)["history"][0]["steps_log"][0]["ratio_grad_norm"]
+    probed = initial_ratio_grad_norms(cfg, HEAD, steps=1)
+    assert logged > 0
+    assert probed == [pytest.approx(logged, rel=1e-6)]
+
+
+def test_normalised_weights_equalise_the_initial_gradient_norms(synth, tmp_path):
+    cfg = tiny(synth, tmp_path / "run")
+    probes = probe_grid(
+        cfg, HEAD, criteria=("mse", "l1"), forms=("unified",), steps=2, progress=False
+    )
+    weights = normalised_weights(probes)
+    assert weights["mse", "unified"] == HEAD.ratio_weight
+    means = {p.criterion: p.mean for p in probes}
+    assert not math.isclose(means["l1"], means["mse"], rel_tol=1e-2)  # unequal before
+    head = HEAD.replace(
+        ratio_criterion="l1", ratio_loss="unified", ratio_weight=weights["l1", "unified"]
+    )
+    after = initial_ratio_grad_norms(cfg, head, steps=2)
+    assert sum(after) / len(after) == pytest.approx(means["mse"], rel=1e-5)
+
+
+def test_a_cell_without_ratio_gradient_is_refused_by_name():
+    probes = [Probe("mse", "separate", 2.0, (0.5, 0.7)), Probe("ce", "separate", 2.0, (0.0, 0.0))]
+    with pytest.raises(ValueError, match=r"criterion 'ce', form 'separate'.*sends no gradient"):
+        normalised_weights(probes)
+    with pytest.raises(ValueError, match=r"reference criterion 'mse' in form 'eq7'"):
+        normalised_weights([Probe("l1", "eq7", 2.0, (1.0,))])
+
+
+def test_printed_runs_are_valid_loss_study_entries(tmp_path):
+    weights = {("mse", "unified"): 2.0, ("l1", "unified"): 6.25, ("ce", "eq7"): 0.123456}
+    head = get_config("paper", decision="gumbel_per_patch")
+    text = yaml_runs(weights, head, "paper")
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        f"name: study\nbaseline: {'ratio/gumbel_per_patch/l1/unified/normalised'}\nruns:\n{text}\n"
+    )
+    m = load_matrix(str(path))
+    assert [r.id for r in m.runs] == [
+        "ratio/gumbel_per_patch/l1/unified/normalised",
+        "ratio/gumbel_per_patch/ce/eq7/normalised",
+    ]  # the reference keeps its weight: no run of its own
+    ce = m.run("ratio/gumbel_per_patch/ce/eq7/normalised")
+    assert ce.set == {
+        "decision": "gumbel_per_patch",
+        "ratio_criterion": "ce",
+        "ratio_loss": "eq7",
+        "ratio_weight": 0.1235,
+    }
+    assert yaml.safe_load(text)[0]["set"]["ratio_weight"] == 6.25
+
+
+def test_unknown_criterion_is_a_one_line_error_naming_the_option(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["ratio-scale", "--criteria", "mse,hinge"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--criteria" in err and "hinge" in err and "mse, l1, ce" in err
