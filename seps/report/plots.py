@@ -47,10 +47,14 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     plt = pyplot()
     colors = run_colors(matrix)
     heights = [max(1.5, 0.35 * int((data["profile"] == p).sum()) + 1.0) for p in panels]
+    # Long run ids (findings' "paper/dense_source=query/eval_dense_source=candidate") take
+    # the width from the axes, and the two-line x label then ran off the right edge: keep
+    # about 5.8 in for the axes beside the labels (8 in, as before, for short ids).
+    longest = max(len(str(r)) for r in data["run_id"])
     fig, axes = plt.subplots(
         len(panels),
         1,
-        figsize=(8, sum(heights)),
+        figsize=(max(8.0, 5.8 + 0.075 * longest), sum(heights)),
         squeeze=False,
         gridspec_kw={"height_ratios": heights},
         layout="constrained",
