@@ -38,7 +38,7 @@ from .train_config import TrainConfig
 PROBE_LR = 1e-12
 #: The criterion the others are scaled to (the paper's).
 REFERENCE = "mse"
-CRITERIA = tuple(c for c in CHOICES["ratio_criterion"])
+CRITERIA = tuple(CHOICES["ratio_criterion"])
 FORMS = tuple(f for f in CHOICES["ratio_loss"] if f != "off")
 
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import yaml
+from test_train import tiny as train_tiny
 
 from seps import get_config
 from seps.ablations import load_matrix
@@ -24,19 +25,8 @@ HEAD = get_config("paper", embed_size=32, decision="gumbel_per_patch")
 
 
 def tiny(synth, out) -> TrainConfig:
-    return TrainConfig(
-        data_path=str(synth),
-        image_size=32,
-        epochs=1,
-        batch_size=8,
-        max_steps_per_epoch=1,
-        val_images=0,
-        progress=False,
-        out_dir=str(out),
-        vocab_size=300,
-        max_dense_words=48,
-        backbone_lr_mult=1.0,
-    )
+    """test_train's tiny run, one step of one epoch, no validation."""
+    return train_tiny(synth, out, epochs=1, max_steps_per_epoch=1, val_images=0)
 
 
 def test_probe_measures_the_gradient_the_training_loop_logs_at_its_first_step(synth, tmp_path):
