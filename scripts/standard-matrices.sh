@@ -8,6 +8,10 @@ run() { .venv/bin/python -m seps run "$@" --profile standard --seeds 0,1,2,3,4 -
 run seven-differences --only 'laps,code,paper'
 run seven-differences-query --only 'code,paper'
 run regime
+run findings --only 'laps,code*,paper/detach*,paper/dense_source=query,paper/dense_source=none,paper/dense_source=shuffled,paper/dense_source=query/eval_dense_source=candidate'
+run seven-differences --only 'code+*'
+run seven-differences --only 'paper-*'
 run findings
+run paper-modules
 run seven-differences
 run seven-differences-query

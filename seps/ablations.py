@@ -208,6 +208,24 @@ def list_matrices(root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))
 
 
+def profile_summaries(root: Path | None = None) -> dict[str, str]:
+    """Profile name -> its one-line ``summary`` from profiles.yaml, in file order.
+
+    For ``--help`` texts, which would otherwise repeat (and go stale beside) profiles.yaml.
+    An unreadable file gives an empty dict: a help text must not fail.
+    """
+    try:
+        doc = _read_yaml((root or default_root()) / "profiles.yaml")
+    except AblationError:
+        return {}
+    if not isinstance(doc, Mapping):
+        return {}
+    out = {}
+    for name, entry in doc.items():
+        out[str(name)] = str(entry.get("summary", "")) if isinstance(entry, Mapping) else ""
+    return out
+
+
 def _fmt_id(template: str, values: Mapping[str, Any]) -> str:
     def sub(m: re.Match[str]) -> str:
         key, fmt = m.group(1), m.group(2) or ""
@@ -410,7 +428,7 @@ def load_profile(name: str, root: Path | None = None) -> Profile:
         raise AblationError(f"{path}: unknown profile {name!r}; known: {known}")
     entry = doc[name]
     where = f"{path}: profile {name!r}"
-    unknown = set(entry) - {"description", "seeds", "head", "train"}
+    unknown = set(entry) - {"summary", "description", "seeds", "head", "train"}
     if unknown:
         raise AblationError(f"{where}: unknown field(s) {sorted(unknown)}")
     heads, trains = _head_fields(), _train_fields()

@@ -12,6 +12,7 @@ from seps.ablations import (
     load_differences,
     load_matrix,
     load_profile,
+    profile_summaries,
     resolve,
 )
 from seps.config import get_config
@@ -140,6 +141,19 @@ def test_unknown_matrix_and_profile():
         load_matrix("no-such-matrix")
     with pytest.raises(AblationError, match="unknown profile 'huge'"):
         load_profile("huge")
+
+
+def test_run_help_lists_every_profile_with_its_summary(capsys):
+    from seps.cli import main
+
+    summaries = profile_summaries()
+    assert set(summaries) >= {"smoke", "quick", "standard", "paper"}
+    assert all(summaries.values()), summaries
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name, summary in summaries.items():
+        assert f"{name}: {' '.join(summary.split())}" in help_text
 
 
 def _root_with(tmp_path, profile: str, matrix: str):

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..ablations import default_root, list_matrices, load_matrix, load_profile
+from ..ablations import default_root, list_matrices, load_matrix, load_profile, profile_summaries
 from ..devices import check_device
 from ..overrides import apply_sets, shadowed_sets
 from ..run_plan import dry_run_text
@@ -27,7 +27,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="smoke",
-        help="run size from ablations/profiles.yaml: smoke (CI), quick (CPU), paper (GPU)",
+        help="run size, a profile of ablations/profiles.yaml ("
+        + "; ".join(f"{k}: {v}" for k, v in profile_summaries().items())
+        + "); default smoke",
     )
     p.add_argument(
         "--seeds", type=seed_list, help="comma-separated integer seeds (default: the profile's)"
