@@ -36,6 +36,7 @@ from .prose import (
     protocol_lines,
     results_table,
 )
+from .protocols import protocol_comparisons, protocol_section
 from .records import current_records, load_results, profiles, runs_of
 from .summary import summarise_current, summary_comparisons, with_family
 
@@ -53,6 +54,7 @@ class Section(NamedTuple):
 #: :data:`seps.ablations.REPORT_SECTIONS`).
 SECTIONS: dict[str, Section] = {
     "loss-study": Section(loss_study_comparisons, loss_study_section),
+    "protocols": Section(protocol_comparisons, protocol_section),
 }
 
 
