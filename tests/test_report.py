@@ -377,6 +377,16 @@ def test_report_is_byte_identical_and_structured(env):
     assert "train time" not in text.split("\n## Cost")[0]
     cost = _table_after(text, "## Cost")
     assert cost[0][:3] == ["profile", "variant", "parameters"] and cost[2][2] == "1.235M"
+    assert "wall time (s)" in cost[0]
+    # Every completed record took 13 s by the runner's clock: the total is their sum.
+    total = re.search(
+        r"Wall time of the (\d+) completed records of profile `quick`: (.*?) \(", text
+    )
+    assert total is not None
+    n_done = int(total.group(1))
+    assert n_done == sum(1 for (run_id, _) in K if run_id != "broken")
+    hours, minutes = divmod(round(13 * n_done / 60), 60)
+    assert total.group(2) == f"{hours} h {minutes:02d} min"
     assert "![Δ rSum per variant with 95% CI](mini-delta.png)" in text
     assert "![training curves](mini-curves.png)" in text
 

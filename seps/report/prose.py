@@ -381,6 +381,7 @@ def cost_lines(summary: pd.DataFrame) -> list[str]:
         "parameters",
         "trainable",
         "train time (s)",
+        "wall time (s)",
         "train pairs/s",
         "eval pairs/s",
         "peak memory (MiB)",
@@ -395,12 +396,33 @@ def cost_lines(summary: pd.DataFrame) -> list[str]:
                 fmt_count(r["parameters"]),
                 fmt_count(r["trainable_parameters"]),
                 fmt(r["train_seconds_mean"]),
+                fmt(r["wall_seconds_mean"]),
                 fmt(r["train_pairs_per_second_mean"], 0),
                 fmt(r["eval_pairs_per_second_mean"], 0),
                 DASH if is_missing(mem) else fmt(mem / 2**20, 0),
             ]
         )
-    return [*lines, markdown_table(rows, headers), ""]
+    return [*lines, markdown_table(rows, headers), "", *_total_wall_lines(summary)]
+
+
+def _total_wall_lines(summary: pd.DataFrame) -> list[str]:
+    """The summed wall clock of the completed records, per profile: what gathering the
+    matrix cost on the machines that ran it (a run evaluated on a training it shares with
+    another run counts its evaluation only; the training is counted where it ran)."""
+    out = []
+    for profile in profiles(summary):
+        rows = summary[summary["profile"] == profile]
+        total = pd.to_numeric(rows["wall_seconds_sum"], errors="coerce").sum(min_count=1)
+        if is_missing(total):
+            continue
+        n = int(rows["n"].sum())
+        hours, minutes = divmod(round(float(total) / 60), 60)
+        out.append(
+            f"Wall time of the {n} completed records of profile `{profile}`: "
+            f"{hours} h {minutes:02d} min (the runner's clock per record, summed; a run "
+            "evaluated on a training it shares with another run counts its evaluation only)."
+        )
+    return [*out, ""] if out else []
 
 
 __all__ = [

@@ -50,6 +50,8 @@ SUMMARY_COLUMNS = (
     "dense_protocol",
     "baseline_rsum_mean",
     "train_seconds_mean",
+    "wall_seconds_mean",
+    "wall_seconds_sum",
     "train_pairs_per_second_mean",
     "eval_pairs_per_second_mean",
     "parameters",
@@ -86,7 +88,8 @@ def summarise_current(
     identical_reason, comparison`` (the :class:`~seps.report.compare.Comparison`),
     ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
     records, ``varies`` when they differ), ``baseline_rsum_mean`` (the baseline's mean over
-    the paired seeds), ``train_seconds_mean, train_pairs_per_second_mean,
+    the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
+    (the runner's wall clock per completed record: mean and total), ``train_pairs_per_second_mean,
     eval_pairs_per_second_mean, parameters, trainable_parameters, peak_memory_bytes``.
     """
     rows: list[dict[str, Any]] = []
@@ -131,6 +134,10 @@ def summarise_current(
                 dense_protocol=_one_or_varies(protocols),
                 baseline_rsum_mean=float(np.mean(paired)) if paired else math.nan,
                 train_seconds_mean=_mean(done["train_seconds"]),
+                wall_seconds_mean=_mean(done["wall_seconds"]),
+                wall_seconds_sum=float(
+                    pd.to_numeric(done["wall_seconds"], errors="coerce").sum(min_count=1)
+                ),
                 train_pairs_per_second_mean=_mean(done["train_pairs_per_second"]),
                 eval_pairs_per_second_mean=_mean(done["eval_pairs_per_second"]),
                 parameters=_mean(done["parameters"]),
