@@ -450,7 +450,8 @@ def leakage_lines(rows: Sequence[Row], family: Family) -> list[str]:
         "`candidate` (each image with its own): the gap `query − candidate` is how much of "
         "the reported dense-caption gain the official evaluation's pairing explains on "
         "this benchmark. Means over the paired seeds; the gap's interval is widened for "
-        "the scorecard's Holm correction.",
+        "the scorecard's Holm correction. Every preset under every protocol, in training "
+        "and evaluation: [findings](findings.md#dense-caption-protocols).",
         "",
         markdown_table(table, headers),
         "",
