@@ -12,6 +12,9 @@ run findings --only 'laps,code*,paper/detach*,paper/dense_source=query,paper/den
 run seven-differences --only 'code+*'
 run seven-differences --only 'paper-*'
 run findings
+run seven-differences-query --only 'laps'
 run paper-modules
+run seven-differences-query --only 'code+*'
+run seven-differences-query --only 'paper-*'
 run seven-differences
 run seven-differences-query

@@ -53,7 +53,7 @@ RESULT_NEUTRAL_TRAIN_FIELDS = ("workers", "keep_optimizer")
 
 #: Extra report sections a matrix may ask for (``sections: [...]``), rendered by
 #: :data:`seps.report.SECTIONS`.
-REPORT_SECTIONS = ("loss-study", "protocols")
+REPORT_SECTIONS = ("differences", "loss-study", "protocols")
 
 
 class AblationError(ValueError):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import REPO, T975_DF2, _record, _write
+from ablation_roots import make_ablation_root
+from test_report import T975_DF2, _record, _write
 
 from seps.ablations import RunSpec, load_matrix
 from seps.report import (
@@ -93,12 +93,7 @@ def _coefficient_ks(decision: str, ks: dict[tuple[float, float], list[float]]) -
 def make_env(tmp_path: Path) -> dict[str, Path]:
     """The temporary ablation root and results of these tests (also usable outside
     pytest, e.g. to look at the PNGs)."""
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    for name in ("differences.yaml", "paper_figures.yaml"):
-        shutil.copy(REPO / "ablations" / name, root / name)
-    for name in MATRICES:
-        shutil.copy(REPO / "ablations" / "matrices" / f"{name}.yaml", root / "matrices")
+    root = make_ablation_root(tmp_path / "ablations", repo_matrices=tuple(MATRICES))
     results = tmp_path / "results"
     _store(results, root, "selection-ratio", {f"rho={r}": k for r, k in RHO_K.items()})
     _store(results, root, "coefficients", _coefficient_ks("gumbel_per_patch", GRID_K))

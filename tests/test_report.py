@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ablation_roots import make_ablation_root
 
 from seps.ablations import load_matrix
 from seps.cli import main
@@ -181,11 +182,7 @@ def _store(results: Path, seconds: float = 12.0) -> None:
 
 @pytest.fixture()
 def env(tmp_path: Path) -> dict[str, Path]:
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    for name in ("differences.yaml", "paper_figures.yaml"):
-        shutil.copy(REPO / "ablations" / name, root / name)
-    (root / "matrices" / "mini.yaml").write_text(yaml.safe_dump(MATRIX_YAML, sort_keys=False))
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX_YAML})
     results = tmp_path / "results"
     _store(results)
     return {"root": root, "results": results, "reports": tmp_path / "reports"}

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ablation_roots import make_ablation_root
 
 from seps.ablations import load_differences, load_matrix
 from seps.cli import main
@@ -140,11 +141,7 @@ def _write_records(results: Path, runs: dict[str, range], code_version: str = "v
 
 @pytest.fixture()
 def env(tmp_path: Path) -> dict[str, Path]:
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    for name in ("differences.yaml", "paper_figures.yaml"):
-        shutil.copy(REPO / "ablations" / name, root / name)
-    (root / "matrices" / "mini.yaml").write_text(yaml.safe_dump(MATRIX, sort_keys=False))
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
     (root / "claims.yaml").write_text(yaml.safe_dump({"claims": CLAIMS}, sort_keys=False))
     results = tmp_path / "results"
     _write_records(

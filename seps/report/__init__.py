@@ -26,6 +26,8 @@ when the records come from machines with different speeds.
 
 One module per job, imported one way only (each imports only those below it)::
 
+    render -> differences -> paper, summary, compare, records
+    render -> protocols -> compare, records
     render -> loss_study -> loss_plots -> loss_records -> records
               -> prose, paper -> summary -> compare -> records
               -> collapse, plots -> records

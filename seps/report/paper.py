@@ -232,6 +232,10 @@ def paper_sections(
     if not any(refs.values()):
         return []
     base_ref = refs.get(matrix.baseline)
+    # A difference's Δ against the baseline measures it alone only when the run changes
+    # the baseline's own preset (a flip of `code`); a revert in `paper` against `code`
+    # would measure all the other differences too (its own base: the differences section).
+    base_preset = next((r.preset for r in matrix.runs if r.id == matrix.baseline), None)
     lines = [
         "## Reported by the paper",
         "",
@@ -249,6 +253,8 @@ def paper_sections(
             if ref is None:
                 continue
             if ref.kind == "impact":
+                if r["preset"] != base_preset:
+                    continue
                 row = _impact_row(r, ref)
             elif ref.kind == "rsum":
                 row = _rsum_row(r, ref, base_ref)
@@ -266,7 +272,9 @@ def paper_sections(
                 "Claimed impact of each documented difference (seed 004; a claim, not a "
                 "measurement; it does not say of which quantity the percentage is taken). "
                 "Measured: Δ rSum paired by seed, and that Δ as a percentage of the "
-                "baseline's rSum.",
+                "baseline's rSum; only runs that change the baseline's own preset (the "
+                "reverts, each against its own preset, are in the section 'Each "
+                "difference in both directions' when the matrix has it).",
                 "",
                 _table(
                     by_kind["impact"],

@@ -22,6 +22,7 @@ from ..store import atomic_write_text
 from ..version import check_versions
 from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
 from .compare import Comparison, Family, family_of
+from .differences import difference_comparisons, difference_section
 from .grid_plots import measured_text, plot_grid, plot_rho
 from .loss_study import loss_study_comparisons, loss_study_section
 from .paper import load_claims, load_paper_figures, paper_sections
@@ -53,6 +54,7 @@ class Section(NamedTuple):
 #: Extra sections a matrix asks for with ``sections: [...]`` (see
 #: :data:`seps.ablations.REPORT_SECTIONS`).
 SECTIONS: dict[str, Section] = {
+    "differences": Section(difference_comparisons, difference_section),
     "loss-study": Section(loss_study_comparisons, loss_study_section),
     "protocols": Section(protocol_comparisons, protocol_section),
 }

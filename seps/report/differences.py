@@ -1,0 +1,205 @@
+"""The ``differences`` report section: each documented difference measured both ways.
+
+`seven-differences` holds every documented difference twice: flipped alone on the code
+preset (``code+X``, the code with the paper's choice for X) and reverted alone in the
+paper preset (``paper-X``, the paper with the code's choice for X). The results table
+compares every run with the matrix's one baseline (``code``), which is right for a flip
+but, for a revert, measures the other six differences at once. This section pairs each
+revert with its own preset instead, and puts the two measurements of one difference side
+by side: an effect seen in both contexts does not depend on what else the head does; one
+seen in a single context interacts with the others.
+
+*Sign* (a decision, so the two columns read alike): every Δ is the effect of adopting the
+paper's choice, rSum(paper's side) − rSum(code's side), paired by seed: ``code+X −
+code`` for a flip, ``paper − paper-X`` for a revert. A positive Δ in both columns says
+the paper's choice helps in both contexts. The scorecard words its revert rows the same
+way (``ablations/claims.yaml``: baseline ``paper-X``, variant ``paper``).
+
+*Which runs* (the convention of ``{expand: flip | revert}`` in :mod:`seps.ablations`):
+a run with a ``difference`` whose preset is ``code`` holds the paper's value of it (a
+flip from code), one whose preset is ``paper`` holds the code's (a revert); its base is
+the run whose id is its preset's name (``code``, ``paper``). A difference without the base
+run or the variant's records shows ``no record``.
+
+*Tests*: every cell is a paired t-test and joins the report's correction family; a flip
+is the results table's own test (the same records on both sides: one test, counted
+once), a revert is a new one. The claimed impact is seed 004's, from
+``ablations/differences.yaml`` (or ``paper_figures.yaml``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..ablations import load_differences
+from ..formatting import DASH, code, markdown_table, pyplot, save_png
+from ..stats import paired_mark
+from .compare import Comparison, Family, compare
+from .paper import load_claims, load_paper_figures
+from .records import profiles
+from .summary import delta_text, p_adj_text, verdict_text
+
+#: The two contexts in column order: (preset of the variant run, label).
+DIRECTIONS = (("code", "flipped on `code`"), ("paper", "reverted in `paper`"))
+#: {profile: {difference: {preset: Comparison (paper's side − code's side) or None}}}.
+Cells = dict[str, dict[str, dict[str, Comparison | None]]]
+
+
+def _by_seed(done: pd.DataFrame, run_id: str) -> dict[int, dict[str, Any]]:
+    sub = done[done["run_id"] == run_id]
+    return {int(r["seed"]): r for r in sub.to_dict("records")}
+
+
+def difference_cells(current: pd.DataFrame) -> Cells:
+    """Per profile and difference (``differences.yaml`` order, then unknown ids by name),
+    the comparison of each direction:
+    ``compare(paper's side, code's side)`` over the completed records; ``None`` when
+    either side has no completed record."""
+    out: Cells = {}
+    if current.empty:
+        return out
+    rank = {d.id: i for i, d in enumerate(load_differences())}
+    done = current[current["status"] == "done"]
+    for profile in profiles(done):
+        prof = done[done["profile"] == profile]
+        runs = prof.drop_duplicates("run_id")
+        cells: dict[str, dict[str, Comparison | None]] = {}
+        for r in runs.to_dict("records"):
+            diff, preset = r["difference"], str(r["preset"])
+            if not isinstance(diff, str) or preset not in dict(DIRECTIONS):
+                continue
+            variant, base = _by_seed(prof, str(r["run_id"])), _by_seed(prof, preset)
+            paper_side, code_side = (variant, base) if preset == "code" else (base, variant)
+            ok = any(s in code_side for s in paper_side)
+            cells.setdefault(diff, {})[preset] = compare(paper_side, code_side) if ok else None
+        if cells:
+            out[profile] = {
+                d: cells[d] for d in sorted(cells, key=lambda d: (rank.get(d, len(rank)), d))
+            }
+    return out
+
+
+def difference_comparisons(current: pd.DataFrame) -> list[Comparison]:
+    """Every comparison the section prints (they join the report's family)."""
+    return [
+        c
+        for by_diff in difference_cells(current).values()
+        for by_dir in by_diff.values()
+        for c in by_dir.values()
+        if c is not None
+    ]
+
+
+def _row(c: Comparison | None, family: Family | None) -> dict[str, Any] | None:
+    """A summary-like row of ``c`` for the shared cell formatters (``summary.delta_text``
+    and friends); ``None`` when there is no comparison."""
+    if c is None:
+        return None
+    p_adj = family.p(c) if family is not None else math.nan
+    return {
+        "is_baseline": False,
+        "identical": c.identical,
+        "identical_reason": c.reason,
+        "delta_n": c.n,
+        "delta_rsum_mean": c.mean,
+        "delta_rsum_ci": c.half,
+        "delta_p": c.p,
+        "delta_p_adj": p_adj,
+        "delta_mark": "identical" if c.identical else paired_mark(p_adj, c.n),
+    }
+
+
+def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float]]]:
+    """Forest plot: per profile panel, one line per difference, Δ rSum (paper's side −
+    code's side) with its 95% CI, one marker per direction. Returns ``{profile:
+    {preset: Δ means in difference order}}`` (NaN where no comparison); ``{}`` when
+    nothing is drawn."""
+    if not cells:
+        return {}
+    plt = pyplot()
+    panels = list(cells)
+    height = max(len(cells[p]) for p in panels)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(8, (0.55 * height + 1.6) * len(panels)), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    drawn: dict[str, dict[str, list[float]]] = {}
+    for ax, profile in zip(axes[:, 0], panels, strict=True):
+        diffs = list(cells[profile])
+        drawn[profile] = {}
+        for i, (preset, label) in enumerate(DIRECTIONS):
+            comps = [cells[profile][d].get(preset) for d in diffs]
+            means = [math.nan if c is None else c.mean for c in comps]
+            halves = [0.0 if c is None or math.isnan(c.half) else c.half for c in comps]
+            ys = [len(diffs) - 1 - j + (0.15 if i == 0 else -0.15) for j in range(len(diffs))]
+            ax.errorbar(
+                means, ys, xerr=halves, fmt="o" if i == 0 else "s", capsize=3,
+                label=label.replace("`", ""),
+            )  # fmt: skip
+            drawn[profile][preset] = means
+        ax.axvline(0.0, color="gray", linewidth=1)
+        ax.set_yticks(range(len(diffs)), list(reversed(diffs)))
+        ax.set_xlabel("Δ rSum from adopting the paper's choice (paper's side − code's side)")
+        ax.set_title(f"profile {profile}: each difference in both contexts (95% CI)")
+        ax.legend(loc="best")
+        ax.grid(axis="x", alpha=0.3)
+    save_png(fig, path)
+    plt.close(fig)
+    return drawn
+
+
+def difference_section(
+    current: pd.DataFrame, matrix_name: str, out_dir: Path, family: Family | None
+) -> tuple[list[str], dict[str, str], Any]:
+    """The section's markdown lines, ``{caption: png}`` and the plotted series."""
+    cells = difference_cells(current)
+    png = Path(out_dir) / f"{matrix_name}-differences.png"
+    if not cells:
+        png.unlink(missing_ok=True)
+        return [], {}, {}
+    drawn = plot_differences(cells, png)
+    claims = load_claims(None, load_paper_figures(None))
+    lines = [
+        "## Each difference in both directions",
+        "",
+        "Δ rSum of adopting the paper's choice for one difference, paired by seed, ± its "
+        "95% CI and the verdict on the report's corrected p: flipped alone on the code "
+        "preset (`code+X` − `code`, the results table's test) and reverted alone in the "
+        "paper preset (`paper` − `paper-X`: the paper's own run is the base here, not "
+        "the table's baseline). Same sign in both columns: the difference acts alike "
+        "whatever the rest of the head; a difference detected in one context only "
+        "interacts with the others (`seps.report.differences`).",
+        "",
+    ]
+    headers = ["difference", "claimed impact (seed 004)"]
+    for _, label in DIRECTIONS:
+        headers += [f"{label}: Δ rSum", "p (Holm)", "verdict"]
+    for profile, by_diff in cells.items():
+        rows = []
+        for diff, by_dir in by_diff.items():
+            row = [code(diff), claims.get(diff, DASH)]
+            for preset, _ in DIRECTIONS:
+                r = _row(by_dir.get(preset), family)
+                row += (
+                    ["no record", DASH, DASH]
+                    if r is None
+                    else [delta_text(r, mark=False), p_adj_text(r), verdict_text(r)]
+                )
+            rows.append(row)
+        lines += [f"### Profile `{profile}`", "", markdown_table(rows, headers), ""]
+    caption = "Δ rSum of each difference, flipped on code and reverted in paper"
+    lines += [f"![{caption}]({png.name})", ""]
+    return lines, {caption: png.name}, drawn
+
+
+__all__ = [
+    "DIRECTIONS",
+    "difference_cells",
+    "difference_comparisons",
+    "difference_section",
+    "plot_differences",
+]

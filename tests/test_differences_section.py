@@ -1,0 +1,159 @@
+"""The `differences` report section (seps.report.differences): each documented difference
+flipped on `code` and reverted in `paper`, both as the effect of adopting the paper's
+choice, each against its own preset."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ablation_roots import make_ablation_root
+
+from seps.ablations import load_matrix
+from seps.report import load_results, write_report
+from seps.report.differences import difference_cells, difference_comparisons, difference_section
+from seps.report.records import current_records
+from seps.report.render import ReportData
+from seps.runner import SCHEMA
+
+REPO = Path(__file__).resolve().parents[1]
+
+MATRIX = {
+    "name": "both-ways",
+    "description": "flips on code and reverts in paper",
+    "baseline": "code",
+    "sections": ["differences"],
+    "runs": [
+        {"id": "code", "preset": "code"},
+        {"expand": "flip", "from": "code", "to": "paper", "over": "differences"},
+        {"id": "paper", "preset": "paper"},
+        {"expand": "revert", "from": "paper", "to": "code", "over": "differences"},
+    ],
+}
+#: rSum per (run, seed). The paper's scoring helps in both contexts (+2 on code, paper −
+#: paper-scoring = 300 - 296 = +4); hrpa's revert has no record; ratio_loss's flip is
+#: bit-identical to code (the constant ratio loss under top-K).
+RSUM = {
+    "code": [200.0, 210.0, 220.0],
+    "code+scoring": [202.0, 212.5, 221.5],
+    "code+hrpa": [199.0, 209.0, 221.0],
+    "code+ratio_loss": [200.0, 210.0, 220.0],
+    "paper": [300.0, 310.0, 320.0],
+    "paper-scoring": [296.0, 306.5, 315.5],
+}
+HEAD = {
+    "code": {"scoring": "code", "hrpa": "mean", "ratio_loss": "unified", "decision": "topk"},
+    "paper": {"scoring": "paper", "hrpa": "mean_topk", "ratio_loss": "separate"},
+}
+
+
+def _record(run_id: str, seed: int, rsum: float) -> dict[str, Any]:
+    preset = "paper" if run_id.startswith("paper") else "code"
+    head = dict(HEAD["code"])
+    if preset == "paper":
+        head.update(HEAD["paper"], decision="gumbel_topk")
+    sep = "+" if preset == "code" else "-"
+    diff = run_id.partition(sep)[2] or None
+    if diff:
+        head[diff] = HEAD["paper" if preset == "code" else "code"][diff]
+    recalls = {f"{d}_r{k}": rsum / 6 for d in ("i2t", "t2i") for k in (1, 5, 10)}
+    return {
+        "schema": SCHEMA,
+        "matrix": "both-ways",
+        "profile": "standard",
+        "run_id": run_id,
+        "describe": "(preset)" if not diff else f"{diff}={head[diff]}",
+        "preset": preset,
+        "difference": diff,
+        "seed": seed,
+        "key": f"{run_id}-k",
+        "status": "done",
+        "head_config": head,
+        "train_config": {"dataset": "synthetic", "dense_source": "candidate", "seed": seed},
+        # Metrics carry the rSum itself, so a bit-identical run compares equal.
+        "metrics": {**recalls, "rsum": rsum},
+        "dense_source": "candidate",
+        "started": 1.0,
+        "environment": {},
+    }
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, Path]:
+    root = make_ablation_root(tmp_path / "ablations", {"both-ways": MATRIX})
+    results = tmp_path / "results"
+    for run_id, values in RSUM.items():
+        for seed, rsum in enumerate(values):
+            path = results / "both-ways" / f"{run_id}-k-s{seed}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_record(run_id, seed, rsum)))
+    return {"root": root, "results": results, "reports": tmp_path / "reports"}
+
+
+def _current(env) -> Any:
+    return current_records(load_results(env["results"], "both-ways"))[0]
+
+
+def test_both_directions_measure_adopting_the_papers_choice(env):
+    cells = difference_cells(_current(env))["standard"]
+    flip, revert = cells["scoring"]["code"], cells["scoring"]["paper"]
+    # code+scoring - code: +2, +2.5, +1.5; paper - paper-scoring: +4, +3.5, +4.5.
+    assert flip.mean == pytest.approx(2.0) and flip.n == 3
+    assert revert.mean == pytest.approx(4.0) and revert.n == 3
+
+
+def test_differences_follow_the_differences_file_and_missing_sides_stay_empty(env):
+    cells = difference_cells(_current(env))["standard"]
+    assert list(cells) == ["scoring", "hrpa", "ratio_loss"]  # differences.yaml order
+    assert set(cells["hrpa"]) == {"code"}  # no paper-hrpa record: no revert cell
+    assert cells["ratio_loss"]["code"].identical
+
+
+def test_a_flip_is_the_results_tables_own_test_and_a_revert_a_new_one(env):
+    data = ReportData.of(
+        load_matrix("both-ways", env["root"]), load_results(env["results"], "both-ways")
+    )
+    section = difference_comparisons(data.current)
+    table = [c for c in data.summary["comparison"] if c is not None]
+    # Flips: scoring, hrpa (ratio_loss is identical: not a test); reverts: scoring.
+    assert len({c.key for c in section if c.testable}) == 3
+    # Table tests: 3 flips (2 testable) + paper + paper-scoring (against code).
+    keys = {c.key for c in table if c.testable} | {c.key for c in section if c.testable}
+    assert data.family.size == len(keys) == 5
+
+
+def test_section_table_reads_the_cells_and_the_plot_draws_them(env, tmp_path):
+    cur = _current(env)
+    lines, plots, drawn = difference_section(cur, "m", tmp_path, family=None)
+    text = "\n".join(lines)
+    rows = {ln.split("|")[1].strip(): ln for ln in text.splitlines() if ln.startswith("| `")}
+    assert "+2.0 ± " in rows["`scoring`"] and "+4.0 ± " in rows["`scoring`"]
+    assert "large" in rows["`scoring`"]  # seed 004's claimed impact
+    assert "no record" in rows["`hrpa`"]
+    assert "identical" in rows["`ratio_loss`"]
+    assert (tmp_path / "m-differences.png").stat().st_size > 0 and plots
+    assert drawn["standard"]["code"][0] == pytest.approx(2.0)
+    assert drawn["standard"]["paper"][0] == pytest.approx(4.0)
+    assert math.isnan(drawn["standard"]["paper"][1])
+    assert "Each difference in both directions" in text
+
+
+def test_report_shows_the_section_and_keeps_reverts_out_of_the_claimed_impact_table(env):
+    path = write_report("both-ways", env["results"], env["reports"], env["root"])
+    text = path.read_text()
+    assert "## Each difference in both directions" in text
+    impact = text[text.index("Claimed impact of each documented difference") :]
+    impact = impact[: impact.index("\n\n", impact.index("|"))]
+    assert "code+scoring" in impact
+    assert "paper-scoring" not in impact  # a revert against `code` measures six changes
+
+
+def test_section_without_flip_or_revert_records_draws_nothing(env, tmp_path):
+    cur = _current(env)
+    only_presets = cur[cur["difference"].isna()]
+    (tmp_path / "m-differences.png").write_text("stale")
+    assert difference_section(only_presets, "m", tmp_path, family=None) == ([], {}, {})
+    assert not (tmp_path / "m-differences.png").exists()
