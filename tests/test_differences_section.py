@@ -149,6 +149,12 @@ def test_report_shows_the_section_and_keeps_reverts_out_of_the_claimed_impact_ta
     impact = impact[: impact.index("\n\n", impact.index("|"))]
     assert "code+scoring" in impact
     assert "paper-scoring" not in impact  # a revert against `code` measures six changes
+    # Holm over the report's 5 tests: scoring's flip (raw p 0.020, x2) and revert (raw p
+    # 0.005, x3) both stay below 0.05; hrpa and ratio_loss have no revert record.
+    section = text[text.index("## Each difference in both directions") :]
+    assert "with the same sign (the paper's choice moves rSum the same way" in section
+    assert "whatever the rest of the head): `scoring`." in section
+    assert "- Not yet measured in both contexts: `hrpa`, `ratio_loss`." in section
 
 
 def test_section_without_flip_or_revert_records_draws_nothing(env, tmp_path):

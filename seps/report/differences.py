@@ -6,8 +6,10 @@ paper preset (``paper-X``, the paper with the code's choice for X). The results 
 compares every run with the matrix's one baseline (``code``), which is right for a flip
 but, for a revert, measures the other six differences at once. This section pairs each
 revert with its own preset instead, and puts the two measurements of one difference side
-by side: an effect seen in both contexts does not depend on what else the head does; one
-seen in a single context interacts with the others.
+by side: an effect detected in both contexts with one sign does not hinge on what else
+the head does; one detected in a single context may interact with the other differences,
+or the other test may lack the power (the section says which statements its corrected
+tests support, and no more).
 
 *Sign* (a decision, so the two columns read alike): every Δ is the effect of adopting the
 paper's choice, rSum(paper's side) − rSum(code's side), paired by seed: ``code+X −
@@ -113,6 +115,50 @@ def _row(c: Comparison | None, family: Family | None) -> dict[str, Any] | None:
     }
 
 
+def _status(c: Comparison | None, family: Family | None) -> str:
+    """``missing``, ``identical``, ``higher``/``lower`` (corrected p < ALPHA) or ``ns``
+    (not detected, or fewer than 2 paired seeds)."""
+    if c is None:
+        return "missing"
+    if c.identical:
+        return "identical"
+    p = family.p(c) if family is not None else math.nan
+    if paired_mark(p, c.n) == "*":
+        return "higher" if c.mean > 0 else "lower"
+    return "ns"
+
+
+def _summary_lines(
+    by_diff: dict[str, dict[str, Comparison | None]], family: Family | None
+) -> list[str]:
+    """What the table shows, in words, stating only what the corrected tests support."""
+    groups: dict[str, list[str]] = {}
+    for diff, by_dir in by_diff.items():
+        flip, revert = (_status(by_dir.get(preset), family) for preset, _ in DIRECTIONS)
+        detected = [s for s in (flip, revert) if s in ("higher", "lower")]
+        if "missing" in (flip, revert):
+            kind = "missing"
+        elif len(detected) == 2:
+            kind = "both, same sign" if flip == revert else "both, opposite signs"
+        elif len(detected) == 1:
+            kind = "one"
+        else:
+            kind = "neither"
+        groups.setdefault(kind, []).append(f"`{diff}`")
+    words = {
+        "both, same sign": "Detected in both contexts with the same sign (the paper's "
+        "choice moves rSum the same way whatever the rest of the head)",
+        "both, opposite signs": "Detected in both contexts with opposite signs (its "
+        "effect depends on the rest of the head)",
+        "one": "Detected in one context only (an interaction, or too little power in the other)",
+        "neither": "Detected in neither context (or identical by construction; this does "
+        "not show the effect is zero)",
+        "missing": "Not yet measured in both contexts",
+    }
+    out = [f"- {words[k]}: {', '.join(groups[k])}." for k in words if k in groups]
+    return [*out, ""] if out else []
+
+
 def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float]]]:
     """Forest plot: per profile panel, one line per difference, Δ rSum (paper's side −
     code's side) with its 95% CI, one marker per direction. Returns ``{profile:
@@ -170,9 +216,11 @@ def difference_section(
         "95% CI and the verdict on the report's corrected p: flipped alone on the code "
         "preset (`code+X` − `code`, the results table's test) and reverted alone in the "
         "paper preset (`paper` − `paper-X`: the paper's own run is the base here, not "
-        "the table's baseline). Same sign in both columns: the difference acts alike "
-        "whatever the rest of the head; a difference detected in one context only "
-        "interacts with the others (`seps.report.differences`).",
+        "the table's baseline). Detected in both columns with the same sign: the "
+        "paper's choice moves rSum the same way whatever the rest of the head; detected "
+        "in one column only: it may interact with the other differences, or the other "
+        "test may lack the power; these numbers cannot tell which "
+        "(`seps.report.differences`).",
         "",
     ]
     headers = ["difference", "claimed impact (seed 004)"]
@@ -191,6 +239,7 @@ def difference_section(
                 )
             rows.append(row)
         lines += [f"### Profile `{profile}`", "", markdown_table(rows, headers), ""]
+        lines += _summary_lines(by_diff, family)
     caption = "Δ rSum of each difference, flipped on code and reverted in paper"
     lines += [f"![{caption}]({png.name})", ""]
     return lines, {caption: png.name}, drawn
