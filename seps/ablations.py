@@ -203,6 +203,24 @@ class Matrix:
                 return r
         raise KeyError(run_id)
 
+    def reference(self, run_id: str) -> str:
+        """The run a variant's Δ is measured against: the baseline, except for a run
+        that changes one documented difference of *another* preset (a revert,
+        ``paper-X``), measured against that preset's own run (``paper``) when the matrix
+        has one; against the baseline (``code``) it would measure every other
+        difference at once."""
+        run = self.run(run_id)
+        ids = {r.id for r in self.runs}
+        base_preset = next((r.preset for r in self.runs if r.id == self.baseline), None)
+        if (
+            run.difference
+            and run.preset != base_preset
+            and run.preset in ids
+            and run.id != run.preset
+        ):
+            return run.preset
+        return self.baseline
+
 
 def list_matrices(root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))

@@ -112,17 +112,29 @@ def test_differences_follow_the_differences_file_and_missing_sides_stay_empty(en
     assert cells["ratio_loss"]["code"].identical
 
 
-def test_a_flip_is_the_results_tables_own_test_and_a_revert_a_new_one(env):
+def test_a_revert_is_compared_with_its_own_preset_and_a_flip_with_the_baseline(env):
+    matrix = load_matrix("both-ways", env["root"])
+    assert matrix.reference("paper-scoring") == "paper"
+    assert matrix.reference("code+scoring") == "code"
+    assert matrix.reference("paper") == "code"  # a preset run: the baseline
+    data = ReportData.of(matrix, load_results(env["results"], "both-ways"))
+    rows = {r["run_id"]: r for r in data.summary.to_dict("records")}
+    # paper-scoring - paper: -4, -3.5, -4.5 (the table's sign: variant - reference).
+    assert rows["paper-scoring"]["reference"] == "paper"
+    assert rows["paper-scoring"]["delta_rsum_mean"] == pytest.approx(-4.0)
+    assert rows["code+scoring"]["reference"] is None
+
+
+def test_the_sections_tests_are_the_results_tables_own(env):
     data = ReportData.of(
         load_matrix("both-ways", env["root"]), load_results(env["results"], "both-ways")
     )
-    section = difference_comparisons(data.current)
-    table = [c for c in data.summary["comparison"] if c is not None]
-    # Flips: scoring, hrpa (ratio_loss is identical: not a test); reverts: scoring.
-    assert len({c.key for c in section if c.testable}) == 3
-    # Table tests: 3 flips (2 testable) + paper + paper-scoring (against code).
-    keys = {c.key for c in table if c.testable} | {c.key for c in section if c.testable}
-    assert data.family.size == len(keys) == 5
+    section = {c.key for c in difference_comparisons(data.current) if c.testable}
+    table = {c.key for c in data.summary["comparison"] if c is not None and c.testable}
+    # Flips of scoring and hrpa (ratio_loss: identical, not a test), the revert of
+    # scoring; the table adds paper vs code.
+    assert len(section) == 3 and section <= table
+    assert data.family.size == len(table) == 4
 
 
 def test_section_table_reads_the_cells_and_the_plot_draws_them(env, tmp_path):
@@ -149,8 +161,9 @@ def test_report_shows_the_section_and_keeps_reverts_out_of_the_claimed_impact_ta
     impact = impact[: impact.index("\n\n", impact.index("|"))]
     assert "code+scoring" in impact
     assert "paper-scoring" not in impact  # a revert against `code` measures six changes
-    # Holm over the report's 5 tests: scoring's flip (raw p 0.020, x2) and revert (raw p
+    # Holm over the report's 4 tests: scoring's flip (raw p 0.020, x2) and revert (raw p
     # 0.005, x3) both stay below 0.05; hrpa and ratio_loss have no revert record.
+    assert "| -4.0 ± 1.2 vs paper " in text  # the results table: paper-scoring - paper
     section = text[text.index("## Each difference in both directions") :]
     assert "with the same sign (the paper's choice moves rSum the same way" in section
     assert "whatever the rest of the head): `scoring`." in section

@@ -63,6 +63,7 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     for ax, profile in zip(axes[:, 0], panels, strict=True):
         sub = data[data["profile"] == profile]
         labels = sub["run_id"].tolist()
+        refs = [None if is_missing(r) else str(r) for r in sub["reference"]]
         y = np.arange(len(labels), dtype=float)
         delta = sub["delta_rsum_mean"].to_numpy(dtype=float)
         ci = sub["delta_rsum_ci"].to_numpy(dtype=float)
@@ -77,7 +78,7 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
         for yi, di, ci_i, ident in zip(y, delta, ci, same, strict=True):
             if ident or np.isnan(ci_i):  # say why the bar has no (visible) error bar
                 ax.annotate(
-                    " identical to the baseline" if ident else " 1 seed, no CI",
+                    " identical to its reference" if ident else " 1 seed, no CI",
                     (float(di), float(yi)),
                     xytext=(4 if di >= 0 else -4, 0),
                     textcoords="offset points",
@@ -86,12 +87,13 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                     fontsize=8,
                 )
         ax.axvline(0.0, color="black", linewidth=1.0)
-        ax.set_yticks(y, labels)
+        # A revert's Δ is against its own preset (Matrix.reference): said in its label.
+        ax.set_yticks(y, [f"{a} (vs {r})" if r else a for a, r in zip(labels, refs, strict=True)])
         ax.invert_yaxis()
         # Two lines: with a long baseline id one line overran a narrow figure.
         ax.set_xlabel(
-            f"Δ rSum vs {matrix.baseline}\n(paired by seed; per-test 95% CI, not adjusted "
-            "for multiple comparisons)"
+            f"Δ rSum vs {matrix.baseline}{' (unless the label says)' if any(refs) else ''}\n"
+            "(paired by seed; per-test 95% CI, not adjusted for multiple comparisons)"
         )
         ax.set_title(f"{matrix.name} — profile {profile}", fontsize=10)
         ax.grid(axis="x", alpha=0.3)

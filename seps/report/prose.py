@@ -200,8 +200,10 @@ def _one_seed(r: Mapping[str, Any]) -> str:
 
 
 def _paired_delta(r: Mapping[str, Any]) -> str:
+    versus = "" if is_missing(r.get("reference")) else f" vs `{r['reference']}`"
     return (
-        f"Δ {fmt_ci(r['delta_rsum_mean'], r['delta_rsum_ci'], r['delta_n'], sign=True)}, "
+        f"Δ {fmt_ci(r['delta_rsum_mean'], r['delta_rsum_ci'], r['delta_n'], sign=True)}"
+        f"{versus}, "
         f"n={r['delta_n']}, p {_p(r['delta_p'])}, corrected p {_p(r['delta_p_adj'])}"
     )
 
@@ -242,14 +244,20 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
     all_failed = [r for r in rest if r["n"] == 0]
     higher = [r for r in outside if r["delta_rsum_mean"] > 0]
     lower = [r for r in outside if r["delta_rsum_mean"] < 0]
+    # A revert is compared with its own preset (Matrix.reference), named in its Δ.
+    than = (
+        "than the baseline (a revert: than its own preset)"
+        if any(not is_missing(r.get("reference")) for r in others)
+        else "than the baseline"
+    )
     if higher:
         lines.append(
-            "- Higher rSum than the baseline beyond seed noise (corrected p < 0.05): "
+            f"- Higher rSum {than} beyond seed noise (corrected p < 0.05): "
             f"{_names(higher, _paired_delta)}."
         )
     if lower:
         lines.append(
-            "- Lower rSum than the baseline beyond seed noise (corrected p < 0.05): "
+            f"- Lower rSum {than} beyond seed noise (corrected p < 0.05): "
             f"{_names(lower, _paired_delta)}."
         )
     if within:

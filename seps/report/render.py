@@ -93,6 +93,18 @@ class ReportData:
         return cls(matrix, records, current, superseded, with_family(summary, family), family)
 
 
+def _reference_note(summary: pd.DataFrame) -> str:
+    """How reverts are compared, for a summary that has any
+    (:meth:`~seps.ablations.Matrix.reference`)."""
+    if summary.empty or summary["reference"].isna().all():
+        return ""
+    return (
+        " (a run that reverts one difference of another preset, e.g. `paper-X`: to that "
+        "preset's own run, named in its Δ cell as `vs <run>`; against the baseline it "
+        "would measure every other difference too)"
+    )
+
+
 def render_report(
     data: ReportData,
     figures: Mapping[str, Any],
@@ -128,7 +140,8 @@ def render_report(
         "",
         "Percentages; mean ± 95% CI half-width over seeds (Student t, n−1 degrees of "
         "freedom; `n/a` with one seed). Δ rSum: mean of the per-seed differences to the "
-        f"baseline `{matrix.baseline}` on the same seed, ± its 95% CI (per test, not "
+        f"baseline `{matrix.baseline}` on the same seed{_reference_note(summary)}, ± its "
+        "95% CI (per test, not "
         "adjusted for multiple comparisons: a CI that excludes 0 need not survive the "
         "correction). p (paired t): the "
         f"two-sided paired t-test's raw p-value; p (Holm): {family.sentence()} (one "

@@ -34,6 +34,7 @@ SUMMARY_COLUMNS = (
     "difference",
     "paper_row",
     "is_baseline",
+    "reference",
     "n",
     "n_failed",
     "seeds",
@@ -80,14 +81,16 @@ def summarise_current(
 
     Only runs of ``matrix`` with at least one record appear; profiles are sorted by name
     and runs follow the matrix's order. Columns: ``profile, run_id, describe, preset,
-    difference, paper_row, is_baseline, n, n_failed, seeds``, ``<metric>_mean`` and
+    difference, paper_row, is_baseline, reference`` (None, or the run the Δ is measured
+    against when it is not the baseline: :meth:`~seps.ablations.Matrix.reference`, a
+    revert's own preset), ``n, n_failed, seeds``, ``<metric>_mean`` and
     ``<metric>_ci`` for the six recalls and ``rsum``, ``delta_rsum_mean, delta_rsum_ci,
     delta_p`` (raw), ``delta_p_adj`` (corrected in ``family``, default: the family of this
     summary's tests; NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
     ``identical``, ``n/a``, ``*`` or ``ns`` on the corrected p), ``identical,
     identical_reason, comparison`` (the :class:`~seps.report.compare.Comparison`),
     ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
-    records, ``varies`` when they differ), ``baseline_rsum_mean`` (the baseline's mean over
+    records, ``varies`` when they differ), ``baseline_rsum_mean`` (the reference's mean over
     the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
     (the runner's wall clock per completed record: mean and total), ``train_pairs_per_second_mean,
     eval_pairs_per_second_mean, parameters, trainable_parameters, peak_memory_bytes``.
@@ -95,13 +98,15 @@ def summarise_current(
     rows: list[dict[str, Any]] = []
     for profile in profiles(cur):
         prof = cur[cur["profile"] == profile]
-        base = prof[(prof["run_id"] == matrix.baseline) & (prof["status"] == "done")]
-        base_by_seed = {int(r["seed"]): r for r in base.to_dict("records")}
+        done_prof = prof[prof["status"] == "done"]
         for run in matrix.runs:
             sub = prof[prof["run_id"] == run.id]
             if sub.empty:
                 continue
             done = sub[sub["status"] == "done"].sort_values("seed")
+            ref = matrix.reference(run.id)
+            base = done_prof[done_prof["run_id"] == ref]
+            base_by_seed = {int(r["seed"]): r for r in base.to_dict("records")}
             row: dict[str, Any] = {
                 "profile": profile,
                 "run_id": run.id,
@@ -110,6 +115,8 @@ def summarise_current(
                 "difference": run.difference,
                 "paper_row": run.paper_row,
                 "is_baseline": run.id == matrix.baseline,
+                # None: the matrix's baseline; else the run this one is compared with.
+                "reference": None if ref == matrix.baseline else ref,
                 "n": len(done),
                 "n_failed": int((sub["status"] != "done").sum()),
                 "seeds": ",".join(str(int(s)) for s in done["seed"]),
@@ -180,8 +187,9 @@ def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
     out["delta_p_adj"] = pd.Series(adj, index=out.index, dtype=float)
     out["delta_mark"] = pd.Series(marks, index=out.index, dtype=object)
     # A reason is text or None (pandas would turn a None beside strings into NaN).
-    reasons = [None if is_missing(v) else str(v) for v in out["identical_reason"]]
-    out["identical_reason"] = pd.Series(reasons, index=out.index, dtype=object)
+    for col in ("identical_reason", "reference"):
+        texts = [None if is_missing(v) else str(v) for v in out[col]]
+        out[col] = pd.Series(texts, index=out.index, dtype=object)
     return out
 
 
@@ -221,6 +229,8 @@ def delta_text(row: Mapping[str, Any], mark: bool = True) -> str:
     if row["delta_n"] == 0:
         return NA
     text = fmt_ci(row["delta_rsum_mean"], row["delta_rsum_ci"], row["delta_n"], sign=True)
+    if not is_missing(row.get("reference")):
+        text += f" vs {row['reference']}"
     # One paired seed: "± n/a" already says the test is not possible; no second n/a.
     return text if row["delta_n"] < 2 or not mark else f"{text} {row['delta_mark']}"
 
