@@ -232,10 +232,6 @@ def paper_sections(
     if not any(refs.values()):
         return []
     base_ref = refs.get(matrix.baseline)
-    # A difference's Δ against the baseline measures it alone only when the run changes
-    # the baseline's own preset (a flip of `code`); a revert in `paper` against `code`
-    # would measure all the other differences too (its own base: the differences section).
-    base_preset = next((r.preset for r in matrix.runs if r.id == matrix.baseline), None)
     lines = [
         "## Reported by the paper",
         "",
@@ -253,7 +249,9 @@ def paper_sections(
             if ref is None:
                 continue
             if ref.kind == "impact":
-                if r["preset"] != base_preset:
+                # A revert's Δ is against its own preset (Matrix.reference), not the
+                # baseline this table's percentages are of: it has its own section.
+                if not is_missing(r["reference"]):
                     continue
                 row = _impact_row(r, ref)
             elif ref.kind == "rsum":
