@@ -13,7 +13,10 @@ Two kinds of comparison are not tests and stay out of the family:
 - *identical* runs: every seed of the variant has the baseline's metrics bit for bit on
   the same seed. A t-test of all-zero differences would print "p = 1.000", which reads
   as weak evidence of no effect; in fact no effect was possible, usually for a reason
-  that can be read off the configs (:func:`identical_reason`).
+  that can be read off the configs (:func:`identical_reason`);
+- *text-blind* sides: a side whose scores cannot depend on the text
+  (:func:`~seps.report.blind.text_blind_reason`) has recalls set by the tie rule, so
+  nothing is measured.
 
 A comparison is identified by the record files on its two sides (:attr:`Comparison.key`),
 so the same two sets of records compared in two places of a report (the results table
@@ -29,6 +32,7 @@ from typing import Any
 
 from ..formatting import is_missing
 from ..stats import ALPHA, CORRECTIONS, correct, paired_test
+from .blind import text_blind_reason
 from .records import eval_dense_of
 
 #: Head fields that only parameterise the ratio loss (not the selection itself).
@@ -182,7 +186,10 @@ class Comparison:
     ``mean``/``half``/``p``/``n``: :func:`seps.stats.paired_test` of the per-seed
     differences; ``key``: the record files of the two sides (one test however many
     places show it); ``identical``/``reason``: every variant seed bit-identical to the
-    reference on that seed, and why (:func:`identical_reason`, ``None`` when unknown).
+    reference on that seed, and why (:func:`identical_reason`, ``None`` when unknown);
+    ``blind``: why one side's scores cannot depend on the text
+    (:func:`~seps.report.blind.text_blind_reason`), ``None`` when both can;
+    ``blind_side``: ``"variant"`` or ``"reference"``, the side it was found on.
     """
 
     mean: float
@@ -192,11 +199,14 @@ class Comparison:
     key: Hashable
     identical: bool = False
     reason: str | None = None
+    blind: str | None = None
+    blind_side: str | None = None
 
     @property
     def testable(self) -> bool:
-        """A test of the family: at least 2 paired seeds, a p-value, not identical."""
-        return self.n >= 2 and not self.identical and not math.isnan(self.p)
+        """A test of the family: at least 2 paired seeds, a p-value, not identical, both
+        sides able to read the text."""
+        return self.n >= 2 and not self.identical and self.blind is None and not math.isnan(self.p)
 
 
 def compare(
@@ -219,7 +229,13 @@ def compare(
         for s in variant
     )
     reason = identical_reason(reference[common[0]], variant[common[0]]) if identical else None
-    return Comparison(mean, half, p, n, key, identical, reason)
+    blind, blind_side = None, None
+    for name, side in (("variant", variant), ("reference", reference)):
+        blind = next((b for r in side.values() if (b := text_blind_reason(r))), None)
+        if blind:
+            blind_side = name
+            break
+    return Comparison(mean, half, p, n, key, identical, reason, blind, blind_side)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,7 @@ def _row(c: Comparison | None, family: Family | None) -> dict[str, Any] | None:
         "is_baseline": False,
         "identical": c.identical,
         "identical_reason": c.reason,
+        "blind": c.blind,
         "delta_n": c.n,
         "delta_rsum_mean": c.mean,
         "delta_rsum_ci": c.half,

@@ -170,7 +170,7 @@ def paper_reference(
 # ------------------------------------------------------------------ report section
 def _impact_row(r: Mapping[str, Any], ref: PaperRef) -> list[str]:
     rel = math.nan
-    if r["delta_n"] and not is_missing(r["baseline_rsum_mean"]):
+    if r["delta_n"] and not r["blind"] and not is_missing(r["baseline_rsum_mean"]):
         rel = 100.0 * r["delta_rsum_mean"] / r["baseline_rsum_mean"]
     return [
         variant_text(r),

@@ -37,10 +37,12 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     Returns, per profile, the series *read back from the drawn artists*: ``labels`` (top
     to bottom), ``delta`` (bar lengths) and ``ci`` (error-bar half-widths, NaN where no
     bar was drawn because fewer than 2 seeds are paired). Variants identical to the
-    baseline on every seed are labelled so (their 0 bar is not a measured null effect).
+    baseline on every seed are labelled so (their 0 bar is not a measured null effect), and
+    so are text-blind ones (:mod:`seps.report.blind`: no bar, nothing was measured).
     An empty dict means nothing to plot, and no file is written.
     """
-    data = summary[~summary["is_baseline"] & summary["delta_rsum_mean"].notna()]
+    blind = summary["blind"].notna() if "blind" in summary else False
+    data = summary[~summary["is_baseline"] & (summary["delta_rsum_mean"].notna() | blind)]
     panels = [p for p in profiles(summary) if (data["profile"] == p).any()]
     if not panels:
         return {}
@@ -65,8 +67,10 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
         labels = sub["run_id"].tolist()
         refs = [None if is_missing(r) else str(r) for r in sub["reference"]]
         y = np.arange(len(labels), dtype=float)
-        delta = sub["delta_rsum_mean"].to_numpy(dtype=float)
-        ci = sub["delta_rsum_ci"].to_numpy(dtype=float)
+        # A text-blind run measured nothing (seps.report.blind): no bar, only its label.
+        no_text = sub["blind"].notna().to_numpy() if "blind" in sub else np.zeros(len(sub), bool)
+        delta = np.where(no_text, 0.0, sub["delta_rsum_mean"].to_numpy(dtype=float))
+        ci = np.where(no_text, np.nan, sub["delta_rsum_ci"].to_numpy(dtype=float))
         bars = ax.barh(y, delta, color=[colors[r] for r in labels], height=0.6)
         has_ci = ~np.isnan(ci)
         err = None
@@ -75,10 +79,14 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                 delta[has_ci], y[has_ci], xerr=ci[has_ci], fmt="none", ecolor="black", capsize=3
             )
         same = sub["identical"].tolist()
-        for yi, di, ci_i, ident in zip(y, delta, ci, same, strict=True):
-            if ident or np.isnan(ci_i):  # say why the bar has no (visible) error bar
+        for yi, di, ci_i, ident, nt in zip(y, delta, ci, same, no_text, strict=True):
+            if ident or nt or np.isnan(ci_i):  # say why the bar has no (visible) error bar
                 ax.annotate(
-                    " identical to its reference" if ident else " 1 seed, no CI",
+                    " identical to its reference"
+                    if ident
+                    else " text-blind: not measured"
+                    if nt
+                    else " 1 seed, no CI",
                     (float(di), float(yi)),
                     xytext=(4 if di >= 0 else -4, 0),
                     textcoords="offset points",

@@ -227,6 +227,11 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             f"- The baseline `{matrix.baseline}` has no completed run, so no variant "
             "can be compared with it."
         )
+    elif base["blind"]:
+        lines.append(
+            f"- The baseline `{matrix.baseline}` is text-blind ({base['blind']}), so no "
+            "variant can be compared with it."
+        )
     else:
         lines.append(
             f"- Baseline `{matrix.baseline}`: rSum "
@@ -234,7 +239,8 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             f"seed{'s' if base['n'] > 1 else ''}."
         )
     identical = [r for r in others if r["identical"]]
-    rest = [r for r in others if not r["identical"]]
+    blind = [r for r in others if r["blind"] and not r["identical"]]
+    rest = [r for r in others if not r["identical"] and not r["blind"]]
     testable = [r for r in rest if r["delta_n"] >= 2]
     outside = [r for r in testable if r["delta_mark"] == "*"]
     within = [r for r in testable if r["delta_mark"] != "*"]
@@ -279,6 +285,13 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             "- Identical to the baseline on every seed, bit for bit: no effect was possible, "
             "so these are not tests (left out of the correction): "
             f"{_names(identical, _reason)}."
+        )
+    if blind:
+        lines.append(
+            "- Not measured: the scores of these runs (or of the run they are compared "
+            "with) cannot depend on the query text, so their recalls come from how ties "
+            "are counted, not from retrieval; they are not tests: "
+            f"{_names(blind, lambda r: r['blind'])}."
         )
     if single:
         lines.append(

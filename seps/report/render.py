@@ -149,7 +149,14 @@ def render_report(
         "corrected p: `*` p (Holm) < 0.05, `ns` p (Holm) ≥ 0.05, `n/a` fewer than 2 "
         "paired seeds, `identical` every seed's metrics bit-identical to the baseline's "
         "(no effect possible; not a test, so not in the family), with the reason when "
-        "the configs show it.",
+        "the configs show it."
+        + (
+            " `text-blind`: the run's scores (or its reference's) cannot depend on the "
+            "query text, so its recalls are an artefact of how ties are counted, not "
+            "retrieval (not a test; see What this run shows)."
+            if summary["blind"].notna().any()
+            else ""
+        ),
         "",
     ]
     for profile in profiles(summary):

@@ -24,6 +24,7 @@ from ..formatting import DASH, code, fmt, fmt_ci, is_missing, markdown_table
 from ..stats import ALPHA, mean_ci, t_quantile
 from ..store import atomic_write_text
 from ..version import check_versions
+from .blind import BLIND
 from .claims import DIRECTIONS, Claim, load_claim_file
 from .compare import Comparison, Family, compare, family_of
 from .paper import load_claims as load_impacts
@@ -203,11 +204,15 @@ def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
     """``supported`` (the Holm-widened CI excludes 0 on the claimed side), ``contradicted``
     (it excludes 0 on the other side, or at all for a claim of no effect: ``direction``
     ``0``), ``not detected`` (it includes 0), ``identical (no effect possible)`` (every
-    seed bit-identical: not a test), ``not enough seeds (n=1)`` or ``no records yet``."""
+    seed bit-identical: not a test), ``not testable here`` (a side's scores cannot depend
+    on the text: :mod:`seps.report.blind`), ``not enough seeds (n=1)`` or ``no records
+    yet``."""
     if c is None or c.n == 0:
         return NO_RECORDS
     if c.identical:
         return IDENTICAL
+    if c.blind:
+        return UNTESTABLE
     if c.n < 2 or is_missing(p_holm):
         return f"not enough seeds (n={c.n})"
     if p_holm >= ALPHA:
@@ -323,6 +328,8 @@ def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:
         return DASH + (missing or (" (no common seed)" if c is not None else ""))
     if c.identical:
         return f"0.0 (bit-identical on {c.n} seed{'s' if c.n != 1 else ''})"
+    if c.blind:
+        return f"{DASH} (`{row.variant if c.blind_side == 'variant' else row.baseline}` is {BLIND})"
     if not c.testable:
         return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, no CI)"
     p = family.p(c)
@@ -337,7 +344,8 @@ def verdict_text(row: Row, family: Family) -> str:
     """The verdict cell, with the reason of an identical row or an untestable claim."""
     verdict = verdict_of(row, family)
     if verdict == UNTESTABLE:
-        return f"{UNTESTABLE}: {row.claim.why}"
+        why = row.comparison.blind if row.comparison is not None else None
+        return f"{UNTESTABLE}: {why or row.claim.why}"
     if verdict == IDENTICAL:
         reasons = [row.comparison.reason] if row.comparison is not None else []
         reasons += [c.reason for c in row.cells]

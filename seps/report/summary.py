@@ -22,6 +22,7 @@ import pandas as pd
 from ..ablations import Matrix
 from ..formatting import DASH, NA, fmt, fmt_ci, is_missing
 from ..stats import ALPHA, mean_ci, paired_mark
+from .blind import BLIND, text_blind_reason
 from .compare import Comparison, Family, compare, family_of
 from .records import METRICS, current_records, dense_pair, profiles, runs_of
 
@@ -47,6 +48,7 @@ SUMMARY_COLUMNS = (
     "delta_mark",
     "identical",
     "identical_reason",
+    "blind",
     "comparison",
     "dense_protocol",
     "baseline_rsum_mean",
@@ -87,8 +89,10 @@ def summarise_current(
     ``<metric>_ci`` for the six recalls and ``rsum``, ``delta_rsum_mean, delta_rsum_ci,
     delta_p`` (raw), ``delta_p_adj`` (corrected in ``family``, default: the family of this
     summary's tests; NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
-    ``identical``, ``n/a``, ``*`` or ``ns`` on the corrected p), ``identical,
-    identical_reason, comparison`` (the :class:`~seps.report.compare.Comparison`),
+    ``identical``, ``text-blind``, ``n/a``, ``*`` or ``ns`` on the corrected p),
+    ``identical, identical_reason``, ``blind`` (why the run's scores, or for a variant
+    its reference's, cannot depend on the text: :mod:`seps.report.blind`; None when they
+    can), ``comparison`` (the :class:`~seps.report.compare.Comparison`),
     ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
     records, ``varies`` when they differ), ``baseline_rsum_mean`` (the reference's mean over
     the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
@@ -137,6 +141,7 @@ def summarise_current(
                 delta_mark="",
                 identical=c.identical and not row["is_baseline"],
                 identical_reason=None if row["is_baseline"] else c.reason,
+                blind=_blind(by_seed) if row["is_baseline"] else c.blind,
                 comparison=None if row["is_baseline"] else c,
                 dense_protocol=_one_or_varies(protocols),
                 baseline_rsum_mean=float(np.mean(paired)) if paired else math.nan,
@@ -156,6 +161,11 @@ def summarise_current(
     return with_family(
         summary, family if family is not None else family_of(summary_comparisons(summary))
     )
+
+
+def _blind(by_seed: Mapping[int, Mapping[str, Any]]) -> str | None:
+    """Why these records' scores cannot depend on the text (None when they can)."""
+    return next((b for r in by_seed.values() if (b := text_blind_reason(r))), None)
 
 
 def _one_or_varies(values: list[str]) -> str:
@@ -180,6 +190,9 @@ def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
         elif r["identical"]:
             adj.append(math.nan)
             marks.append("identical")
+        elif r["blind"]:
+            adj.append(math.nan)
+            marks.append(BLIND)
         else:
             p = family.p(c) if c is not None else math.nan
             adj.append(p)
@@ -187,7 +200,7 @@ def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
     out["delta_p_adj"] = pd.Series(adj, index=out.index, dtype=float)
     out["delta_mark"] = pd.Series(marks, index=out.index, dtype=object)
     # A reason is text or None (pandas would turn a None beside strings into NaN).
-    for col in ("identical_reason", "reference"):
+    for col in ("identical_reason", "blind", "reference"):
         texts = [None if is_missing(v) else str(v) for v in out[col]]
         out[col] = pd.Series(texts, index=out.index, dtype=object)
     return out
@@ -205,8 +218,19 @@ def _max(s: pd.Series) -> float:
 
 # ------------------------------------------------------------- cells of a summary row
 def variant_text(row: Mapping[str, Any]) -> str:
-    """The run id, with ``(baseline)`` for the matrix's baseline."""
-    return f"{row['run_id']} (baseline)" if row["is_baseline"] else str(row["run_id"])
+    """The run id, with ``(baseline)`` for the matrix's baseline and ``(text-blind)`` for
+    a run whose own scores cannot depend on the text (:mod:`seps.report.blind`)."""
+    marks = [m for m, on in (("baseline", row["is_baseline"]), (BLIND, _own_blind(row))) if on]
+    return f"{row['run_id']} ({', '.join(marks)})" if marks else str(row["run_id"])
+
+
+def _own_blind(row: Mapping[str, Any]) -> bool:
+    """Whether the row's own records are text-blind (a variant's ``blind`` may instead
+    be its reference's)."""
+    if row["is_baseline"] or not row.get("blind"):
+        return bool(row.get("blind"))
+    c = row.get("comparison")
+    return c is None or c.blind_side != "reference"
 
 
 def seeds_text(row: Mapping[str, Any]) -> str:
@@ -226,6 +250,8 @@ def delta_text(row: Mapping[str, Any], mark: bool = True) -> str:
         return "baseline"
     if row["identical"]:
         return f"{fmt(0.0)} (identical)"
+    if row.get("blind"):
+        return f"{NA} ({BLIND})"
     if row["delta_n"] == 0:
         return NA
     text = fmt_ci(row["delta_rsum_mean"], row["delta_rsum_ci"], row["delta_n"], sign=True)
@@ -242,28 +268,33 @@ def p_text(row: Mapping[str, Any]) -> str:
         return DASH
     if row["identical"]:
         return "identical (no effect possible)"
+    if row.get("blind"):
+        return f"not a test ({BLIND})"
     if row["delta_n"] < 2:
         return f"{NA} (n={row['delta_n']})"
     return f"{p_value_text(row['delta_p'])} (n={row['delta_n']})"
 
 
 def p_adj_text(row: Mapping[str, Any]) -> str:
-    """The corrected p-value; ``not a test`` for identical variants."""
+    """The corrected p-value; ``not a test`` for identical and text-blind variants."""
     if row["is_baseline"]:
         return DASH
-    if row["identical"]:
+    if row["identical"] or row.get("blind"):
         return "not a test"
     return NA if row["delta_n"] < 2 else p_value_text(row["delta_p_adj"])
 
 
 def verdict_text(row: Mapping[str, Any]) -> str:
     """The verdict on the *corrected* p: ``higher *``/``lower *``, ``ns`` (with ``raw p <
-    0.05`` when only the raw p crossed), ``n/a (…)``, ``identical: <reason>``."""
+    0.05`` when only the raw p crossed), ``n/a (…)``, ``identical: <reason>``,
+    ``text-blind: <reason>`` (the baseline too, when its scores cannot read the text)."""
     if row["is_baseline"]:
-        return "baseline"
+        return f"baseline, {BLIND}: {row['blind']}" if row["blind"] else "baseline"
     if row["identical"]:
         reason = row["identical_reason"]
         return f"identical: {reason}" if reason else "identical"
+    if row.get("blind"):
+        return f"{BLIND}: {row['blind']}"
     if row["delta_n"] < 2:
         return f"{NA} ({row['delta_n']} paired seed{'s' if row['delta_n'] != 1 else ''})"
     if row["delta_mark"] == "*":
