@@ -20,6 +20,7 @@ import pandas as pd
 from ..ablations import Matrix, load_matrix
 from ..store import atomic_write_text
 from ..version import check_versions
+from .chance import at_chance_runs, chance_lines
 from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
 from .compare import Comparison, Family, family_of
 from .differences import difference_comparisons, difference_section
@@ -171,6 +172,7 @@ def render_report(
     lines += failed_lines(cur, matrix)
     runs, checked = collapsed_runs(cur, matrix)
     lines += collapsed_lines(runs, checked, collapse_plot)
+    lines += chance_lines(*at_chance_runs(cur, matrix))
     lines += other_lines(matrix, data.records, cur, data.superseded)
     if plots:
         lines += ["## Plots", ""]

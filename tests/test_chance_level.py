@@ -1,0 +1,56 @@
+"""Runs at chance level (seps/report/chance.py): rSum no better than random scores."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from test_report import _record, _section, _write, env  # noqa: F401
+
+from seps.metrics import recall_at_k
+from seps.report import write_report
+from seps.report.chance import chance_rsum, threshold
+
+
+def test_chance_rsum_has_the_closed_form_of_both_directions():
+    # One caption per image: both directions are K / n.
+    mean, _ = chance_rsum(50, captions_per_image=1)
+    assert mean == pytest.approx(2 * 100 * (1 + 5 + 10) / 50)
+    # 1,000 images x 5 captions: i2t R@K = 1 - C(4995, K) / C(5000, K).
+    i2t = [1 - math.comb(4995, k) / math.comb(5000, k) for k in (1, 5, 10)]
+    mean, sd = chance_rsum(1000)
+    assert mean == pytest.approx(100 * (sum(i2t) + 0.016))
+    assert 0 < sd < 1
+
+
+def test_random_similarity_matrices_average_chance_and_stay_under_the_threshold():
+    rng = np.random.default_rng(0)
+    n = 40
+    rsums = [recall_at_k(rng.normal(size=(n, 5 * n)))["rsum"] for _ in range(400)]
+    mean, sd = chance_rsum(n)
+    assert np.mean(rsums) == pytest.approx(mean, abs=3 * sd / math.sqrt(400))
+    assert np.std(rsums) <= sd  # the bound is an upper bound
+    assert np.mean(np.array(rsums) <= threshold(n)) > 0.99
+
+
+def test_report_lists_a_seed_at_chance(env):  # noqa: F811
+    for seed in range(3):
+        rec = _record("base", seed)
+        rec["eval_images"] = 200
+        if seed == 2:
+            rec["metrics"] = {**rec["metrics"], "rsum": 12.0}
+        _write(env["results"] / "mini" / f"base-k0-s{seed}.json", rec)
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    section = _section(text, "Runs at chance level")
+    assert "200 test images: chance 15.9, threshold 29.5" in section
+    assert re.search(r"\n1 of the \d+ completed records are at chance level:", section)
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()]
+    assert ["quick", "`base`", "2", "12.0", "15.9 (threshold 29.5, 200 images)"] in rows
+
+
+def test_report_says_when_no_seed_is_at_chance(env):  # noqa: F811
+    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
+    assert "30 test images: chance 102.0, threshold 181.8" in text
+    assert re.search(r"None of the \d+ completed records is at chance level\.", text)
