@@ -41,13 +41,22 @@ def test_report_lists_a_seed_at_chance(env):  # noqa: F811
         rec["eval_images"] = 200
         if seed == 2:
             rec["metrics"] = {**rec["metrics"], "rsum": 12.0}
+        if seed == 1:
+            rec["metrics"] = {**rec["metrics"], "rsum": 1.0}  # under 15.9 - 3 * 4.53
         _write(env["results"] / "mini" / f"base-k0-s{seed}.json", rec)
     text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
     section = _section(text, "Runs at chance level")
     assert "200 test images: chance 15.9, threshold 29.5" in section
-    assert re.search(r"\n1 of the \d+ completed records are at chance level:", section)
+    assert re.search(r"\n2 of the \d+ completed records are at chance level:", section)
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()]
     assert ["quick", "`base`", "2", "12.0", "15.9 (threshold 29.5, 200 images)"] in rows
+    assert [
+        "quick",
+        "`base`",
+        "1",
+        "1.0 (below chance)",
+        "15.9 (threshold 29.5, 200 images)",
+    ] in rows
 
 
 def test_report_says_when_no_seed_is_at_chance(env):  # noqa: F811

@@ -36,7 +36,7 @@ from ..ablations import Matrix
 from ..data.layout import CAPTIONS_PER_IMAGE
 from ..formatting import fmt, is_missing, markdown_table
 
-__all__ = ["CHANCE_SDS", "at_chance_runs", "chance_lines", "chance_rsum", "threshold"]
+__all__ = ["CHANCE_SDS", "at_chance_runs", "chance_lines", "chance_rsum", "floor", "threshold"]
 
 #: A test rSum at most this many standard-deviation bounds above chance is at chance.
 CHANCE_SDS = 3.0
@@ -69,12 +69,20 @@ def threshold(n_images: int) -> float:
     return mean + CHANCE_SDS * sd
 
 
+def floor(n_images: int) -> float:
+    """Below this test rSum a run ranks positives *lower* than random scores would: its
+    scores are anti-correlated with the ground truth, not merely uninformative."""
+    mean, sd = chance_rsum(n_images)
+    return mean - CHANCE_SDS * sd
+
+
 def at_chance_runs(
     cur: pd.DataFrame, matrix: Matrix
 ) -> tuple[list[dict[str, Any]], list[int], int]:
     """(seeds at chance, test-split sizes, records checked): the completed records at chance, in
     (profile, matrix order, seed) order, each with ``profile``, ``run_id``, ``seed``,
-    ``rsum``, ``n_images``, ``chance`` and ``threshold``; and the sorted distinct
+    ``rsum``, ``n_images``, ``chance``, ``threshold`` and ``below`` (under
+    :func:`floor`); and the sorted distinct
     ``eval_images`` of the records checked (records without ``eval_images`` or a finite
     rSum are not), and how many records were checked."""
     if cur.empty:
@@ -98,6 +106,7 @@ def at_chance_runs(
                     "rsum": float(rsum),
                     "n_images": int(n),
                     "chance": chance_rsum(int(n))[0],
+                    "below": float(rsum) < floor(int(n)),
                     "threshold": threshold(int(n)),
                 }
             )
@@ -120,7 +129,8 @@ def chance_lines(runs: Sequence[dict[str, Any]], sizes: Sequence[int], checked: 
         f"give: at most the expected rSum of a random similarity matrix plus {CHANCE_SDS:g} "
         f"upper bounds on its standard deviation ({levels}; `seps/report/chance.py`). Such "
         "a seed learned nothing, and the mean of its run mixes that failure with the "
-        "effect of the switch.",
+        "effect of the switch. *Below chance*: lower than the expected rSum minus the same "
+        "margin, so its scores rank the ground truth lower than random ones would.",
         "",
     ]
     if not runs:
@@ -130,7 +140,7 @@ def chance_lines(runs: Sequence[dict[str, Any]], sizes: Sequence[int], checked: 
             str(r["profile"]),
             f"`{r['run_id']}`",
             str(r["seed"]),
-            fmt(r["rsum"]),
+            fmt(r["rsum"]) + (" (below chance)" if r["below"] else ""),
             f"{fmt(r['chance'])} (threshold {fmt(r['threshold'])}, {r['n_images']:,} images)",
         ]
         for r in runs
