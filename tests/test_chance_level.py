@@ -11,7 +11,8 @@ from test_report import _record, _section, _write, env  # noqa: F401
 
 from seps.metrics import recall_at_k
 from seps.report import write_report
-from seps.report.chance import chance_rsum, threshold
+from seps.report.chance import chance_rsum, is_at_chance, threshold
+from seps.report.scorecard import _at_chance_text
 
 
 def test_chance_rsum_has_the_closed_form_of_both_directions():
@@ -63,3 +64,18 @@ def test_report_says_when_no_seed_is_at_chance(env):  # noqa: F811
     text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
     assert "30 test images: chance 102.0, threshold 181.8" in text
     assert re.search(r"None of the \d+ completed records is at chance level\.", text)
+
+
+def test_is_at_chance_needs_a_split_size_and_reads_the_threshold():
+    assert is_at_chance({"eval_images": 1000, "rsum": 5.9})
+    assert not is_at_chance({"eval_images": 1000, "rsum": 6.1})
+    assert not is_at_chance({"rsum": 0.0})  # no split size: not checked
+
+
+def test_scorecard_effect_names_the_seeds_at_chance():
+    sides = {
+        "variant": {0: {"eval_images": 1000, "rsum": 0.5}, 1: {"eval_images": 1000, "rsum": 150.0}},
+        "base": {0: {"eval_images": 1000, "rsum": 170.0}},
+    }
+    assert _at_chance_text(sides) == "seed 0 of `variant` at chance level"
+    assert _at_chance_text({"base": sides["base"]}) is None

@@ -26,7 +26,7 @@ expected rSum is 3.2 and the threshold 6.0; on 200 images 15.9 and 29.5.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -36,7 +36,15 @@ from ..ablations import Matrix
 from ..data.layout import CAPTIONS_PER_IMAGE
 from ..formatting import fmt, is_missing, markdown_table
 
-__all__ = ["CHANCE_SDS", "at_chance_runs", "chance_lines", "chance_rsum", "floor", "threshold"]
+__all__ = [
+    "CHANCE_SDS",
+    "at_chance_runs",
+    "chance_lines",
+    "chance_rsum",
+    "floor",
+    "is_at_chance",
+    "threshold",
+]
 
 #: A test rSum at most this many standard-deviation bounds above chance is at chance.
 CHANCE_SDS = 3.0
@@ -76,15 +84,31 @@ def floor(n_images: int) -> float:
     return mean - CHANCE_SDS * sd
 
 
+def _eval_size(rec: Mapping[str, Any]) -> int | None:
+    """The test-split size of a record with a finite rSum (None: it cannot be checked)."""
+    n, rsum = rec.get("eval_images"), rec.get("rsum")
+    if is_missing(n) or is_missing(rsum) or not math.isfinite(float(rsum)):
+        return None
+    return int(n)
+
+
+def is_at_chance(rec: Mapping[str, Any]) -> bool:
+    """Whether one record (or row) has a test rSum at or below :func:`threshold` for its
+    ``eval_images``; ``False`` when either is missing."""
+    n = _eval_size(rec)
+    return n is not None and float(rec["rsum"]) <= threshold(n)
+
+
 def at_chance_runs(
     cur: pd.DataFrame, matrix: Matrix
 ) -> tuple[list[dict[str, Any]], list[int], int]:
-    """(seeds at chance, test-split sizes, records checked): the completed records at chance, in
-    (profile, matrix order, seed) order, each with ``profile``, ``run_id``, ``seed``,
-    ``rsum``, ``n_images``, ``chance``, ``threshold`` and ``below`` (under
-    :func:`floor`); and the sorted distinct
-    ``eval_images`` of the records checked (records without ``eval_images`` or a finite
-    rSum are not), and how many records were checked."""
+    """(seeds at chance, test-split sizes, records checked).
+
+    The completed records at chance come in (profile, matrix order, seed) order, each
+    with ``profile``, ``run_id``, ``seed``, ``rsum``, ``n_images``, ``chance``,
+    ``threshold`` and ``below`` (under :func:`floor`). The sizes are the sorted distinct
+    ``eval_images`` of the records checked: those with ``eval_images`` and a finite rSum.
+    """
     if cur.empty:
         return [], [], 0
     order = {r.id: i for i, r in enumerate(matrix.runs)}
@@ -92,22 +116,23 @@ def at_chance_runs(
     done.sort(key=lambda r: (str(r["profile"]), order.get(r["run_id"], len(order)), int(r["seed"])))
     out, sizes, checked = [], set(), 0
     for r in done:
-        n, rsum = r.get("eval_images"), r.get("rsum")
-        if is_missing(n) or is_missing(rsum) or not math.isfinite(float(rsum)):
+        n = _eval_size(r)
+        if n is None:
             continue
-        sizes.add(int(n))
+        sizes.add(n)
         checked += 1
-        if float(rsum) <= threshold(int(n)):
+        if is_at_chance(r):
+            rsum = float(r["rsum"])
             out.append(
                 {
                     "profile": r["profile"],
                     "run_id": r["run_id"],
                     "seed": int(r["seed"]),
-                    "rsum": float(rsum),
-                    "n_images": int(n),
-                    "chance": chance_rsum(int(n))[0],
-                    "below": float(rsum) < floor(int(n)),
-                    "threshold": threshold(int(n)),
+                    "rsum": rsum,
+                    "n_images": n,
+                    "chance": chance_rsum(n)[0],
+                    "below": rsum < floor(n),
+                    "threshold": threshold(n),
                 }
             )
     return out, sorted(sizes), checked

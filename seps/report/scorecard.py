@@ -25,6 +25,7 @@ from ..stats import ALPHA, mean_ci, t_quantile
 from ..store import atomic_write_text
 from ..version import check_versions
 from .blind import BLIND
+from .chance import is_at_chance
 from .claims import DIRECTIONS, Claim, load_claim_file
 from .compare import Comparison, Family, compare, family_of
 from .paper import load_claims as load_impacts
@@ -67,7 +68,8 @@ class Row:
     records, ``comparison`` and ``base_mean`` (the baseline's mean rSum over the paired
     seeds); optimum rows: ``cells`` (the claimed cell first when it has records).
     ``missing``: the runs without a completed record; ``observed``: the records'
-    evaluation protocols when they are not the claimed ones."""
+    evaluation protocols when they are not the claimed ones; ``at_chance``: which seeds
+    of an effect row's two sides are at chance level (:mod:`seps.report.chance`), if any."""
 
     claim: Claim
     matrix: Matrix
@@ -80,6 +82,7 @@ class Row:
     cells: tuple[Cell, ...] = ()
     missing: tuple[str, ...] = ()
     observed: str | None = None
+    at_chance: str | None = None
 
 
 def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
@@ -134,7 +137,18 @@ def _effect_row(
     paired = [float(ref[s]["rsum"]) for s in sorted(var) if s in ref]
     mean = sum(paired) / len(paired) if paired else math.nan
     c, seen = compare(var, ref), _observed(protocol, var, ref)
-    return Row(claim, m, protocol, profile, base, variant, c, mean, observed=seen)
+    chance = _at_chance_text({variant: var, base: ref})
+    return Row(claim, m, protocol, profile, base, variant, c, mean, observed=seen, at_chance=chance)
+
+
+def _at_chance_text(sides: Mapping[str, Mapping[int, Any]]) -> str | None:
+    """``seeds 2, 3 of `run` at chance`` for each side with such seeds (None: none)."""
+    parts = []
+    for run, side in sides.items():
+        seeds = [str(s) for s, r in sorted(side.items()) if is_at_chance(r)]
+        if seeds:
+            parts.append(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} of {code(run)}")
+    return f"{'; '.join(parts)} at chance level" if parts else None
 
 
 def _optimum_row(
@@ -337,7 +351,7 @@ def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:
     text += f"{p_value_text(p)})"
     if _impact(row, impacts) and not is_missing(row.base_mean) and row.base_mean:
         text += f"; {fmt(100.0 * c.mean / row.base_mean, 1, sign=True)}% of the baseline's rSum"
-    return text
+    return text + (f"; {row.at_chance}" if row.at_chance else "")
 
 
 def verdict_text(row: Row, family: Family) -> str:
