@@ -37,7 +37,8 @@ VERSION_KEY = "code_version"
 #: weights, which count in run keys once copied into a matrix); ``data_fingerprint`` (run
 #: keys of official-layout data); ``hub`` (whether the hub answers, not what a tokenizer does);
 #: ``ablations`` (resolves a matrix into configs, whose full content is already in each
-#: record's key); the package ``__init__``/``__main__`` (re-exports).
+#: record's key); ``lexical`` (the BM25 text-only matcher of ``seps-bench text-only``,
+#: whose numbers no record stores); the package ``__init__``/``__main__`` (re-exports).
 SOURCES: tuple[str, ...] = (
     # model
     "config.py",

@@ -15,7 +15,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import bench, data, presets, pretrain, ratio_scale, report, run, scorecard, train  # noqa: F401  (each registers its command)
+from . import (  # noqa: F401  (each registers its command)
+    bench,
+    data,
+    presets,
+    pretrain,
+    ratio_scale,
+    report,
+    run,
+    scorecard,
+    text_only,
+    train,
+)
 from .presets import presets_table
 from .registry import COMMANDS, command
 

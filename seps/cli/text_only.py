@@ -1,0 +1,65 @@
+"""The ``seps-bench text-only`` subcommand: what the dense captions alone give away.
+
+Dispatches to :func:`seps.lexical.text_only_recalls`; this file holds only the command
+line (arguments, output format, exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tabulate import tabulate
+
+from ..lexical import text_only_recalls
+from .registry import command
+
+_RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
+
+
+def _add_text_only_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data-path",
+        required=True,
+        help="dataset folder in the official layout ({split}_caps.txt, {split}_ids.txt, "
+        "<name>_{split}.jsonl, id_mapping.json); images are not read, so a folder without "
+        "them (e.g. ../shared/data/f30k) is fine",
+    )
+    p.add_argument("--split", default="test", help="split to score, whole (default: test)")
+    p.add_argument(
+        "--name",
+        help="dataset name in <name>_{split}.jsonl (default: the only such file in the folder)",
+    )
+    p.add_argument(
+        "--matcher",
+        choices=("bm25", "synthetic-vocabulary"),
+        default="bm25",
+        help="bm25: generic Okapi BM25 of each caption against every image's dense caption, "
+        "any dataset (default); synthetic-vocabulary: the matcher that knows the built-in "
+        "synthetic benchmark's vocabulary (the text-only rSum of the reports)",
+    )
+    p.add_argument("--k1", type=float, default=1.2, help="BM25 k1, > 0 (default 1.2)")
+    p.add_argument("--b", type=float, default=0.75, help="BM25 b, in [0, 1] (default 0.75)")
+    p.add_argument("--json", action="store_true", help="print the recalls as one JSON object")
+
+
+@command(
+    "text-only",
+    "score a split without pixels: each caption against every image's dense caption "
+    "(how much the fair `candidate` protocol's dense captions give away; never trains)",
+    _add_text_only_args,
+)
+def _run_text_only(args: argparse.Namespace) -> int:
+    out = text_only_recalls(
+        args.data_path, args.split, name=args.name, matcher=args.matcher, k1=args.k1, b=args.b
+    )
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    print(
+        f"{args.matcher} text-only matcher, {args.data_path} split {args.split!r}, "
+        f"{int(out['images'])} images (no pixels read)"
+    )
+    cells = [[f"{out[k]:.1f}" for k in _RECALLS]]
+    print(tabulate(cells, headers=_RECALLS, tablefmt="github", disable_numparse=True))
+    return 0
