@@ -36,6 +36,7 @@ NOT_HASHED = {
     "ratio_scale.py",  # prints weights; they count in run keys once copied into a matrix
     "data_fingerprint.py",  # run keys of official-layout data, not numbers
     "hub.py",  # whether the hub answers: where a tokenizer is read from, not what it does
+    "lexical.py",  # BM25 text-only matcher of `seps-bench text-only`; no record stores it
     "bench/",
     "cli/",
     "report/",
