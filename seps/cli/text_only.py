@@ -12,9 +12,10 @@ import json
 from tabulate import tabulate
 
 from ..lexical import text_only_recalls
+from ..report.records import RECALLS
 from .registry import command
 
-_RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
+_COLUMNS = (*RECALLS, "rsum")
 
 
 def _add_text_only_args(p: argparse.ArgumentParser) -> None:
@@ -60,6 +61,6 @@ def _run_text_only(args: argparse.Namespace) -> int:
         f"{args.matcher} text-only matcher, {args.data_path} split {args.split!r}, "
         f"{int(out['images'])} images (no pixels read)"
     )
-    cells = [[f"{out[k]:.1f}" for k in _RECALLS]]
-    print(tabulate(cells, headers=_RECALLS, tablefmt="github", disable_numparse=True))
+    cells = [[f"{out[k]:.1f}" for k in _COLUMNS]]
+    print(tabulate(cells, headers=_COLUMNS, tablefmt="github", disable_numparse=True))
     return 0

@@ -27,6 +27,7 @@ from ..official import (
     load_checkpoint,
     load_official_tokenizer,
 )
+from ..report.records import RECALLS
 from ..store import atomic_write_json
 from ..text import resolve_tokenizer
 from ..train.checkpoints import checkpoint_tokenizer, load_run_checkpoint
@@ -112,8 +113,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def _summary(result: dict[str, Any]) -> str:
     m = result["metrics"]
-    keys = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
-    rec = " ".join(f"{k}={m[k]:.1f}" for k in keys)
+    rec = " ".join(f"{k}={m[k]:.1f}" for k in RECALLS)
     protocol = result.get("eval_dense_source", result["dense_source"])
     return f"rsum={m['rsum']:.1f} {rec} (dense_source={protocol})"
 
