@@ -263,10 +263,17 @@ def test_verdicts_on_hand_made_records(env):
     assert "% of the baseline's rSum" in rows["rises"][3]
     assert rows["unrun"][3] == "— (no record of `ghost`)"
     assert rows["constant"][3] == "0.0 (bit-identical on 5 seeds)"
+    # The claimed best `up` is the best cell; every other cell is detectably below it.
     assert rows["best"][3].startswith("best `up` ")
-    # The leakage claim's pair is the rises pair: one test, so the family holds three
-    # (rises, flat, falls); identical, one-seed and optimum rows are not tests.
-    assert "Holm-corrected across the 3 paired tests of this scorecard" in text
+    assert (
+        "; claimed is the best (4 of 4 cells, per-cell 95% CI); `noise` − claimed -11.6 ["
+        in rows["best"][3]
+    )
+    assert rows["best"][3].endswith("of 3 cells, 0 detectably above, 3 below")
+    # The leakage claim's pair is the rises pair, and the optimum's `base` − `up` too: one
+    # test each, so the family holds five (rises, flat, falls, noise − up, down − up);
+    # identical and one-seed rows are not tests.
+    assert "Holm-corrected across the 5 paired tests of this scorecard" in text
     assert "9 claims in 9 rows: 3 supported, 1 contradicted, 1 not detected" in text
     # The records' protocol is stated when it is not the claimed one.
     assert rows["leak"][2] == "query vs candidate (records: candidate)"
@@ -312,20 +319,51 @@ def test_holm_widened_interval_excludes_zero_exactly_when_the_corrected_p_does()
         assert (lo > 0 or hi < 0) == (p < 0.05), (c, p, lo, hi)
 
 
-def _cell(run: str, mean: float, half: float = 1.0, n: int = 5, same: bool = False) -> Cell:
-    return Cell(run, mean, half, n, same, "the ratio loss is a constant" if same else None)
+def _cell(run: str, diff: float | None, p: float = 0.5, same: bool = False) -> Cell:
+    """A grid cell whose paired difference to the claimed cell has mean ``diff`` and raw
+    p-value ``p`` over 5 seeds (``diff`` None: the claimed cell itself)."""
+    if diff is None:
+        return Cell(run, 100.0, 2.0, 5)
+    reason = "the ratio loss is a constant" if same else None
+    comp = Comparison(diff, 1.0, math.nan if same else p, 5, key=run, identical=same, reason=reason)
+    return Cell(run, 100.0 + diff, 2.0, 5, comp)
 
 
-def test_optimum_verdict_rule():
-    claimed = _cell("a", 10.0, same=True)
-    assert optimum_verdict("a", [claimed, _cell("b", 11.0), _cell("c", 2.0)])[0] == "supported"
-    verdict, best = optimum_verdict("a", [claimed, _cell("b", 20.0), _cell("c", 2.0)])
-    assert (verdict, best.run if best else None) == ("contradicted", "b")
-    assert optimum_verdict("a", [claimed, _cell("b", 11.0), _cell("c", 9.5)])[0] == "not detected"
-    same = [claimed, _cell("b", 10.0, same=True)]
-    assert optimum_verdict("a", same)[0] == "identical (no effect possible)"
-    assert optimum_verdict("a", [_cell("b", 11.0), _cell("c", 2.0)])[0] == "no records yet"
-    assert optimum_verdict("a", [claimed, _cell("b", 11.0, n=1)])[0] == "not enough seeds (n=1)"
+def _judge(cells: list[Cell]):
+    family = family_of(c.comparison for c in cells if c.comparison is not None)
+    return optimum_verdict("a", cells, family)
+
+
+def test_optimum_is_contradicted_by_a_detectably_higher_cell_not_by_a_higher_mean():
+    claimed = _cell("a", None)
+    # b is higher by 10 with raw p 0.001 (Holm: 0.002 over 2 tests): detectably above.
+    judged = _judge([claimed, _cell("b", 10.0, 0.001), _cell("c", -30.0, 0.2)])
+    assert (judged.verdict, judged.shown.run, [c.run for c in judged.above]) == (
+        "contradicted",
+        "b",
+        ["b"],
+    )
+    # b's mean is higher still, but its paired test does not survive: not a contradiction.
+    judged = _judge([claimed, _cell("b", 20.0, 0.04), _cell("c", 1.0, 0.03)])
+    assert (judged.verdict, judged.best.run, judged.shown.run) == ("not detected", "b", "b")
+
+
+def test_optimum_is_supported_when_nothing_is_above_and_something_is_detectably_below():
+    claimed = _cell("a", None)
+    judged = _judge([claimed, _cell("b", 3.0, 0.3), _cell("c", -30.0, 0.001)])
+    assert (judged.verdict, [c.run for c in judged.below]) == ("supported", ["c"])
+    # The claimed cell is the best: the runner-up is the cell quoted.
+    judged = _judge([claimed, _cell("b", -3.0, 0.3), _cell("c", -30.0, 0.001)])
+    assert (judged.verdict, judged.best.run, judged.shown.run) == ("supported", "a", "b")
+
+
+def test_optimum_without_tests_says_identical_missing_or_too_few_seeds():
+    claimed = _cell("a", None)
+    same = _judge([claimed, _cell("b", 0.0, same=True)])
+    assert same.verdict == "identical (no effect possible)"
+    assert _judge([_cell("b", 1.0), _cell("c", 2.0)]).verdict == "no records yet"
+    one_seed = Cell("b", 101.0, 0.0, 1, Comparison(1.0, math.nan, math.nan, 1, key="b"))
+    assert _judge([claimed, one_seed]).verdict == "not enough seeds (n=1)"
 
 
 # ------------------------------------------------------------------------ files

@@ -51,15 +51,25 @@ VERDICTS += (NO_RECORDS, UNTESTABLE)
 # ------------------------------------------------------------------------ rows
 @dataclass(frozen=True)
 class Cell:
-    """A cell of a grid optimum: mean ± 95% CI of rSum over ``n`` seeds, and whether it
-    is bit-identical to the claimed cell on every seed (``reason``: why, when known)."""
+    """A cell of a grid optimum: mean ± 95% CI of rSum over ``n`` seeds, and
+    ``comparison``: this cell − the claimed cell, paired over their common seeds (``None``
+    for the claimed cell itself)."""
 
     run: str
     mean: float
     half: float
     n: int
-    identical: bool
-    reason: str | None
+    comparison: Comparison | None = None
+
+    @property
+    def identical(self) -> bool:
+        """Bit-identical to the claimed cell on every seed (true of the claimed cell)."""
+        return self.comparison is None or self.comparison.identical
+
+    @property
+    def reason(self) -> str | None:
+        """Why it is identical to the claimed cell, when the configs show it."""
+        return self.comparison.reason if self.comparison is not None else None
 
 
 @dataclass(frozen=True)
@@ -164,8 +174,7 @@ def _optimum_row(
             continue
         mean, half, n = mean_ci([float(r["rsum"]) for _, r in sorted(side.items())])
         c = compare(side, ref) if ref and run != pair.baseline else None
-        same = run == pair.baseline or (c is not None and c.identical)
-        cells.append(Cell(run, mean, half, n, same, c.reason if c else None))
+        cells.append(Cell(run, mean, half, n, c))
     return Row(
         claim, m, protocol, profile, pair.baseline, cells=tuple(cells), missing=tuple(missing)
     )
@@ -234,37 +243,68 @@ def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
     return "supported" if ("+" if c.mean > 0 else "-") == direction else "contradicted"
 
 
-def _overlap(a: Cell, b: Cell) -> bool:
-    return a.mean - a.half <= b.mean + b.half and b.mean - b.half <= a.mean + a.half
+@dataclass(frozen=True)
+class Optimum:
+    """A judged grid optimum: ``verdict``; ``best``, the cell of highest mean rSum (the
+    first in grid order on a tie); ``shown``, the cell whose paired difference to the
+    claimed cell the scorecard quotes; ``above``/``below``, the cells detectably above and
+    below the claimed one (Holm-corrected p < 0.05)."""
+
+    verdict: str
+    best: Cell | None = None
+    shown: Cell | None = None
+    above: tuple[Cell, ...] = ()
+    below: tuple[Cell, ...] = ()
 
 
-def optimum_verdict(claimed: str, cells: Sequence[Cell]) -> tuple[str, Cell | None]:
-    """(verdict, best cell) of a grid whose claimed best cell is the run ``claimed``
-    (``cells``: the cells with records, the claimed one first when it has any).
+def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Optimum:
+    """Judge a grid whose claimed best cell is the run ``claimed`` (``cells``: the cells
+    with records, the claimed one first when it has any; each other cell carries its
+    paired comparison to the claimed one, a test of ``family``).
 
-    The rule: the best cell has the highest mean (the first in grid order on a tie);
-    ``supported`` when the claimed cell's 95% CI overlaps the best cell's and some cell's
-    does not (the grid has an optimum region and the claim is in it); ``not detected``
-    when every cell's CI overlaps the best's (flat at this seed count); ``contradicted``
-    when the claimed cell's CI does not overlap the best's; ``identical (no effect
+    The rule, the scorecard's paired tests applied to a grid: ``contradicted`` when some
+    cell is detectably above the claimed one (Holm-corrected p < 0.05, positive mean
+    difference); ``supported`` when none is and some cell is detectably below (the
+    claimed cell is in the grid's optimum region, and the grid is not flat);
+    ``not detected`` when no cell differs detectably from it; ``identical (no effect
     possible)`` when every cell is bit-identical to the claimed one; ``not enough seeds``
-    when a cell has one seed; ``no records yet`` without the claimed cell or another."""
+    when a cell has fewer than 2 seeds in common with it; ``no records yet`` without the
+    claimed cell or another. The quoted cell (``shown``) is the detectably higher cell of
+    smallest corrected p when there is one, else the best cell, else (the claimed cell is
+    the best) the runner-up."""
     if len(cells) < 2 or cells[0].run != claimed:
-        return NO_RECORDS, None
+        return Optimum(NO_RECORDS)
     if all(c.identical for c in cells):
-        return IDENTICAL, None
+        return Optimum(IDENTICAL)
     best = max(cells, key=lambda c: c.mean)  # max keeps the first of equal means
-    if any(c.n < 2 for c in cells):
-        return f"not enough seeds (n={min(c.n for c in cells)})", best
-    if not _overlap(cells[0], best):
-        return "contradicted", best
-    return ("not detected" if all(_overlap(c, best) for c in cells) else "supported"), best
+    others = [c for c in cells[1:] if not c.identical]
+    runner_up = max(others, key=lambda c: c.mean)
+    n = min(c.comparison.n if c.comparison is not None else 0 for c in others)
+    if n < 2:
+        return Optimum(f"not enough seeds (n={n})", best, runner_up)
+
+    def p_holm(c: Cell) -> float:
+        return family.p(c.comparison) if c.comparison is not None else math.nan
+
+    def side(c: Cell) -> float:  # +1 above the claimed cell, −1 below, 0 not detected
+        return math.copysign(1.0, c.comparison.mean) if p_holm(c) < ALPHA else 0.0  # type: ignore[union-attr]
+
+    above = tuple(c for c in others if side(c) > 0)
+    below = tuple(c for c in others if side(c) < 0)
+    if above:
+        shown = min(above, key=lambda c: (p_holm(c), -c.mean))
+        return Optimum("contradicted", best, shown, above, below)
+    shown = best if best is not cells[0] else runner_up
+    return Optimum("supported" if below else "not detected", best, shown, above, below)
 
 
 def family_of_rows(rows: Iterable[Row]) -> Family:
-    """The scorecard's one Holm family: the paired test of every effect row (each pair of
-    record sets once; identical runs and single seeds are not tests)."""
-    return family_of(r.comparison for r in rows if r.comparison is not None)
+    """The scorecard's one Holm family: the paired test of every effect row and of every
+    grid cell against its claimed best cell (each pair of record sets once; identical
+    runs and single seeds are not tests)."""
+    tests = [r.comparison for r in rows if r.comparison is not None]
+    tests += [c.comparison for r in rows for c in r.cells if c.comparison is not None]
+    return family_of(tests)
 
 
 def verdict_of(row: Row, family: Family) -> str:
@@ -272,7 +312,7 @@ def verdict_of(row: Row, family: Family) -> str:
     if not row.claim.testable:
         return UNTESTABLE
     if row.claim.kind == "optimum":
-        return optimum_verdict(row.baseline, row.cells)[0]
+        return optimum_verdict(row.baseline, row.cells, family).verdict
     c = row.comparison
     return effect_verdict(str(row.claim.direction), c, family.p(c) if c else math.nan)
 
@@ -320,6 +360,33 @@ def claim_text(row: Row, first: bool, impacts: Mapping[str, str]) -> str:
     return text + (f"; test: {code(row.variant)} vs {code(row.baseline)}" if row.variant else "")
 
 
+def optimum_text(row: Row, family: Family, missing: str) -> str:
+    """The measured-effect cell of a grid optimum: the best and the claimed cell (mean ±
+    per-cell 95% CI), the quoted cell's paired difference to the claimed one with its
+    Holm-widened interval, and how many cells are detectably above and below it."""
+    judged = optimum_verdict(row.baseline, row.cells, family)
+    of = f"{len(row.cells)} of {len(row.cells) + len(row.missing)} cells"
+    if judged.verdict == IDENTICAL:
+        return f"all {of} bit-identical"
+    if judged.best is None:
+        return DASH + missing
+    best, claimed = judged.best, row.cells[0]
+    text = f"best {code(best.run)} {fmt_ci(best.mean, best.half, best.n)}; claimed "
+    text += "is the best" if best is claimed else fmt_ci(claimed.mean, claimed.half, claimed.n)
+    text += f" ({of}, per-cell 95% CI)"
+    shown = judged.shown
+    c = shown.comparison if shown is not None else None
+    if shown is None or c is None or not c.testable:
+        return text
+    p = family.p(c)
+    text += f"; {code(shown.run)} − claimed {fmt(c.mean, 1, sign=True)} "
+    text += f"{_ci(*holm_interval(c, p))} (n={c.n}, p Holm {p_value_text(p)}); "
+    others = len([x for x in row.cells[1:] if not x.identical])
+    return (
+        text + f"of {others} cells, {len(judged.above)} detectably above, {len(judged.below)} below"
+    )
+
+
 def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:
     """The measured-effect cell (the scorecard's preamble says what each part means)."""
     present = len(row.cells) if row.claim.kind == "optimum" else 2 - len(row.missing)
@@ -327,16 +394,7 @@ def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:
     if not row.claim.testable:
         return DASH
     if row.claim.kind == "optimum":
-        verdict, best = optimum_verdict(row.baseline, row.cells)
-        of = f"{len(row.cells)} of {len(row.cells) + len(row.missing)} cells"
-        if verdict == NO_RECORDS or best is None:
-            return f"all {of} bit-identical" if verdict == IDENTICAL else DASH + missing
-        claimed = row.cells[0]
-        text = f"best {code(best.run)} {fmt_ci(best.mean, best.half, best.n)}; claimed "
-        text += (
-            "is the best" if best is claimed else f"{fmt_ci(claimed.mean, claimed.half, claimed.n)}"
-        )
-        return f"{text} ({of}, per-cell 95% CI)"
+        return optimum_text(row, family, missing)
     c = row.comparison
     if c is None or c.n == 0:
         return DASH + (missing or (" (no common seed)" if c is not None else ""))
@@ -440,12 +498,15 @@ def preamble(used: pd.DataFrame, family: Family) -> list[str]:
         "given; e.g. a side is text-blind: its scores cannot depend on the query text). "
         "An effect cell also names the seeds of either side whose test rSum is at chance "
         "level (no better than a random similarity matrix), which widen its CI for a "
-        "reason other than the switch. A grid optimum (`claimed best`) is judged by an "
-        "overlap rule, not a test "
-        "(no correction): the best cell has the highest mean rSum; `supported` when the "
-        "claimed cell's 95% CI over seeds overlaps the best cell's and some other cell's "
-        "does not; `not detected` when every cell's CI overlaps the best's (a flat grid); "
-        "`contradicted` when the claimed cell's CI does not overlap the best's.",
+        "reason other than the switch. A grid optimum (`claimed best`) is judged with the "
+        "same family: each other cell's paired difference to the claimed cell is a test; "
+        "`contradicted` when some cell is detectably above the claimed one, `supported` "
+        "when none is and some cell is detectably below (the claimed cell is in the "
+        "grid's optimum region), `not detected` when no cell differs detectably from it. "
+        "Its cell gives the best and the claimed cell (mean ± per-cell 95% CI), one "
+        "cell's paired difference to the claimed cell (the detectably higher one of "
+        "smallest p, else the best, else the runner-up) and how many cells are "
+        "detectably above and below.",
         "",
     ]
 
@@ -604,6 +665,7 @@ __all__ = [
     "MARKER",
     "NO_RECORDS",
     "Cell",
+    "Optimum",
     "Row",
     "check_overwritable",
     "claim_rows",
