@@ -21,15 +21,14 @@ from seps.ablations import load_differences, load_matrix
 from seps.cli import main
 from seps.report.claims import ClaimError, load_claim_file
 from seps.report.compare import Comparison, family_of
-from seps.report.scorecard import (
+from seps.report.scorecard import MARKER, write_scorecard
+from seps.report.verdicts import (
     IDENTICAL,
-    MARKER,
     NO_RECORDS,
     Cell,
     effect_verdict,
     holm_interval,
     optimum_verdict,
-    write_scorecard,
 )
 from seps.store import SCHEMA
 

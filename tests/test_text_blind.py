@@ -20,7 +20,7 @@ from seps.metrics import recall_at_k
 from seps.report import load_results, plot_delta, summarise, write_report
 from seps.report.blind import BLIND, text_blind_reason
 from seps.report.compare import compare, family_of
-from seps.report.scorecard import UNTESTABLE, effect_verdict
+from seps.report.verdicts import UNTESTABLE, effect_verdict
 
 
 def _rec(fusion: str, train: str, evaluation: str | None = None) -> dict:

@@ -3,7 +3,8 @@
 :func:`~seps.report.claims.load_claim_file` reads and checks the claims (every matrix
 and run named must exist); :func:`claim_rows` makes a claim's rows from the current
 records of its matrices; :func:`render_scorecard` judges them in one Holm family
-(:mod:`seps.report.compare`) and writes the markdown; :func:`write_scorecard` does it all
+(:mod:`seps.report.compare`, the rules in :mod:`seps.report.verdicts`) and writes the
+markdown; :func:`write_scorecard` does it all
 from a result store. No clock is read and everything is visited in a fixed order: the
 same records give the same bytes.
 """
@@ -21,7 +22,7 @@ import pandas as pd
 
 from ..ablations import Matrix
 from ..formatting import DASH, code, fmt, fmt_ci, is_missing, markdown_table
-from ..stats import ALPHA, mean_ci, t_quantile
+from ..stats import mean_ci
 from ..store import atomic_write_text
 from ..version import check_versions
 from .blind import BLIND
@@ -32,6 +33,16 @@ from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
 from .records import current_records, eval_dense_of, load_results, runs_of
 from .summary import p_value_text
+from .verdicts import (
+    IDENTICAL,
+    NO_RECORDS,
+    UNTESTABLE,
+    VERDICTS,
+    Cell,
+    effect_verdict,
+    holm_interval,
+    optimum_verdict,
+)
 
 #: First line of every generated scorecard: a file without it is never overwritten.
 MARKER = (
@@ -40,38 +51,9 @@ MARKER = (
 )
 #: Report heading of a matrix's extra section (``sections:``), linked instead of Results.
 SECTION_TITLES = {"loss-study": "Loss study"}
-NO_RECORDS = "no records yet"
-IDENTICAL = "identical (no effect possible)"
-UNTESTABLE = "not testable here"
-#: Order of the verdict counts in the summary line.
-VERDICTS = ("supported", "contradicted", "not detected", IDENTICAL, "not enough seeds")
-VERDICTS += (NO_RECORDS, UNTESTABLE)
 
 
 # ------------------------------------------------------------------------ rows
-@dataclass(frozen=True)
-class Cell:
-    """A cell of a grid optimum: mean ± 95% CI of rSum over ``n`` seeds, and
-    ``comparison``: this cell − the claimed cell, paired over their common seeds (``None``
-    for the claimed cell itself)."""
-
-    run: str
-    mean: float
-    half: float
-    n: int
-    comparison: Comparison | None = None
-
-    @property
-    def identical(self) -> bool:
-        """Bit-identical to the claimed cell on every seed (true of the claimed cell)."""
-        return self.comparison is None or self.comparison.identical
-
-    @property
-    def reason(self) -> str | None:
-        """Why it is identical to the claimed cell, when the configs show it."""
-        return self.comparison.reason if self.comparison is not None else None
-
-
 @dataclass(frozen=True)
 class Row:
     """A scorecard row before judging. Effect rows: ``variant`` and, when both sides have
@@ -205,97 +187,6 @@ def claim_rows(
                         _effect_row(claim, m, protocol, frame, profile, pair.baseline, variant)
                     )
     return rows
-
-
-# ------------------------------------------------------------------- verdicts
-def holm_interval(c: Comparison, p_holm: float) -> tuple[float, float]:
-    """The paired t interval of ``c`` widened for Holm's correction: level ``1 − 0.05/k``
-    with ``k = p_holm / p`` (``1 <= k <= m``: the multiplier Holm's step-down applied to
-    this test), so that it excludes 0 exactly when ``p_holm < 0.05``. (NaN, NaN) when
-    ``c`` is not a test; zero width when every seed moved by the same amount."""
-    if not c.testable or is_missing(p_holm):
-        return math.nan, math.nan
-    if c.half == 0.0:
-        return c.mean, c.mean
-    k = p_holm / c.p if c.p > 0.0 and p_holm > 0.0 else 1.0
-    se = c.half / t_quantile(1.0 - ALPHA / 2.0, c.n - 1)
-    half = t_quantile(1.0 - ALPHA / (2.0 * k), c.n - 1) * se
-    return c.mean - half, c.mean + half
-
-
-def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
-    """``supported`` (the Holm-widened CI excludes 0 on the claimed side), ``contradicted``
-    (it excludes 0 on the other side, or at all for a claim of no effect: ``direction``
-    ``0``), ``not detected`` (it includes 0), ``identical (no effect possible)`` (every
-    seed bit-identical: not a test), ``not testable here`` (a side's scores cannot depend
-    on the text: :mod:`seps.report.blind`), ``not enough seeds (n=1)`` or ``no records
-    yet``."""
-    if c is None or c.n == 0:
-        return NO_RECORDS
-    if c.identical:
-        return IDENTICAL
-    if c.blind:
-        return UNTESTABLE
-    if c.n < 2 or is_missing(p_holm):
-        return f"not enough seeds (n={c.n})"
-    if p_holm >= ALPHA:
-        return "not detected"
-    return "supported" if ("+" if c.mean > 0 else "-") == direction else "contradicted"
-
-
-@dataclass(frozen=True)
-class Optimum:
-    """A judged grid optimum: ``verdict``; ``best``, the cell of highest mean rSum (the
-    first in grid order on a tie); ``shown``, the cell whose paired difference to the
-    claimed cell the scorecard quotes; ``above``/``below``, the cells detectably above and
-    below the claimed one (Holm-corrected p < 0.05)."""
-
-    verdict: str
-    best: Cell | None = None
-    shown: Cell | None = None
-    above: tuple[Cell, ...] = ()
-    below: tuple[Cell, ...] = ()
-
-
-def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Optimum:
-    """Judge a grid whose claimed best cell is the run ``claimed`` (``cells``: the cells
-    with records, the claimed one first when it has any; each other cell carries its
-    paired comparison to the claimed one, a test of ``family``).
-
-    The rule, the scorecard's paired tests applied to a grid: ``contradicted`` when some
-    cell is detectably above the claimed one (Holm-corrected p < 0.05, positive mean
-    difference); ``supported`` when none is and some cell is detectably below (the
-    claimed cell is in the grid's optimum region, and the grid is not flat);
-    ``not detected`` when no cell differs detectably from it; ``identical (no effect
-    possible)`` when every cell is bit-identical to the claimed one; ``not enough seeds``
-    when a cell has fewer than 2 seeds in common with it; ``no records yet`` without the
-    claimed cell or another. The quoted cell (``shown``) is the detectably higher cell of
-    smallest corrected p when there is one, else the best cell, else (the claimed cell is
-    the best) the runner-up."""
-    if len(cells) < 2 or cells[0].run != claimed:
-        return Optimum(NO_RECORDS)
-    if all(c.identical for c in cells):
-        return Optimum(IDENTICAL)
-    best = max(cells, key=lambda c: c.mean)  # max keeps the first of equal means
-    others = [c for c in cells[1:] if not c.identical]
-    runner_up = max(others, key=lambda c: c.mean)
-    n = min(c.comparison.n if c.comparison is not None else 0 for c in others)
-    if n < 2:
-        return Optimum(f"not enough seeds (n={n})", best, runner_up)
-
-    def p_holm(c: Cell) -> float:
-        return family.p(c.comparison) if c.comparison is not None else math.nan
-
-    def side(c: Cell) -> float:  # +1 above the claimed cell, −1 below, 0 not detected
-        return math.copysign(1.0, c.comparison.mean) if p_holm(c) < ALPHA else 0.0  # type: ignore[union-attr]
-
-    above = tuple(c for c in others if side(c) > 0)
-    below = tuple(c for c in others if side(c) < 0)
-    if above:
-        shown = min(above, key=lambda c: (p_holm(c), -c.mean))
-        return Optimum("contradicted", best, shown, above, below)
-    shown = best if best is not cells[0] else runner_up
-    return Optimum("supported" if below else "not detected", best, shown, above, below)
 
 
 def family_of_rows(rows: Iterable[Row]) -> Family:
@@ -661,17 +552,10 @@ def write_scorecard(
 
 
 __all__ = [
-    "IDENTICAL",
     "MARKER",
-    "NO_RECORDS",
-    "Cell",
-    "Optimum",
     "Row",
     "check_overwritable",
     "claim_rows",
-    "effect_verdict",
-    "holm_interval",
-    "optimum_verdict",
     "render_scorecard",
     "write_scorecard",
 ]
