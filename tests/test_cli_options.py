@@ -50,23 +50,38 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
-def surface() -> dict[str, list[dict[str, object]]]:
-    """``{"seps-bench": [...], "seps-bench run": [...], "seps-bench data synth": [...]}``."""
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """``seps-bench`` and every (sub)subcommand's parser, by the words that call it."""
     from seps.cli import build_parser
 
     top = build_parser()
-    out = {"seps-bench": _options(top)}
+    out = {"seps-bench": top}
     stack = [(f"seps-bench {n}", p) for n, p in _subparsers(top).items()]
     while stack:
         name, p = stack.pop()
-        out[name] = _options(p)
+        out[name] = p
         stack += [(f"{name} {n}", q) for n, q in _subparsers(p).items()]
     return dict(sorted(out.items()))
+
+
+def surface() -> dict[str, list[dict[str, object]]]:
+    """``{"seps-bench": [...], "seps-bench run": [...], "seps-bench data synth": [...]}``."""
+    return {name: _options(p) for name, p in parsers().items()}
 
 
 def test_every_subcommand_keeps_its_options():
     assert SNAPSHOT.exists(), "run: python tests/test_cli_options.py"
     assert surface() == json.loads(SNAPSHOT.read_text())
+
+
+def test_every_option_of_every_subcommand_has_a_help_text():
+    bare = [
+        f"{name} {a.option_strings[0]}"
+        for name, p in parsers().items()
+        for a in p._actions
+        if a.option_strings and not (a.help or "").strip()
+    ]
+    assert bare == [], "options without --help text"
 
 
 if __name__ == "__main__":

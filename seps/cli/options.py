@@ -18,6 +18,16 @@ __all__ = ["add_config_flags", "config_values", "seed_list"]
 
 _TYPES = {"int": int, "float": float, "str": None}
 
+#: Help of config fields whose metadata has none. The field's own metadata is the place
+#: for it, but ``train_config`` is part of the code version: editing it there would mark
+#: every stored record stale. Move each entry into the field with the next change that
+#: alters the code version anyway.
+_HELP_NOT_IN_CONFIG = {
+    "backbone_source": "library that builds --backbone: timm (timm model names) or hf "
+    "(transformers: hub names or save_pretrained folders); tiny-vit/tiny-swin are built by "
+    "either, hf-tiny-vit/hf-tiny-swin always by hf",
+}
+
 
 def _flag(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
@@ -31,7 +41,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, names: list[str
         f = fields[name]
         meta = f.metadata
         base, _ = field_kind(str(f.type))
-        kw: dict[str, Any] = {"help": meta.get("help")}
+        kw: dict[str, Any] = {"help": meta.get("help") or _HELP_NOT_IN_CONFIG.get(name)}
         if base == "bool":
             kw["action"] = "store_true"
         else:
