@@ -257,14 +257,19 @@ def test_grid_plot_draws_one_measured_map_per_decision_and_the_paper_once(env, t
     assert list(drawn["measured"]) == ["quick"]
     panels = drawn["measured"]["quick"]
     assert list(panels) == [GUMBEL, TOPK]  # the matrix's order
-    assert panels[TOPK]["title"] == (
-        "measured here (x), profile quick\ndecision=topk\nmean rSum ± 95% CI half-width, n seeds"
-    )
-    assert "decision=gumbel_per_patch\n" in panels[GUMBEL]["title"]
     # topk: every cell the same mean (the coefficients cannot act), on a flat scale of its
-    # own; the cell without a record hatched, though gumbel_per_patch has it.
+    # own; the cell without a record hatched, though gumbel_per_patch has it. The title
+    # says how far apart the colours are, beside the largest CI half-width.
     topk = panels[TOPK]
     mean, half = _mean_ci(TOPK_K[(1.0, 1.0)])
+    assert topk["title"] == (
+        "measured here (x), profile quick\ndecision=topk\nmean rSum ± 95% CI half-width, "
+        f"n seeds\ncolours span 0.0 rSum; CI half-widths up to {half:.1f}"
+    )
+    gumbel = panels[GUMBEL]
+    span = max(gumbel["values"].values()) - min(gumbel["values"].values())
+    assert "decision=gumbel_per_patch\n" in gumbel["title"]
+    assert f"\ncolours span {span:.1f} rSum; CI half-widths up to " in gumbel["title"]
     assert set(topk["values"]) == set(TOPK_K)
     assert list(topk["values"].values()) == pytest.approx([mean] * len(TOPK_K))
     assert topk["clim"] == pytest.approx((mean - 0.5, mean + 0.5))

@@ -24,7 +24,7 @@ bytes); panels and cells follow sorted axis values, so the same records give the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -355,6 +355,17 @@ def _layout(n_profiles: int, n_groups: int) -> tuple[int, int, int]:
     return n_profiles * per_profile, cols + 1, per_profile
 
 
+def _span_text(cells: Iterable[Cell], halves: Sequence[float]) -> str:
+    """A title line saying how far apart the colours are, beside the seeds' spread: each
+    map has its own colour scale, so a grid whose means differ by a fraction of their CIs
+    still spans the whole colour bar (empty with fewer than two cells)."""
+    means = [mean for mean, _ in cells]
+    if len(means) < 2:
+        return ""
+    text = f"\ncolours span {max(means) - min(means):.1f} rSum"
+    return text + (f"; CI half-widths up to {max(halves):.1f}" if halves else "")
+
+
 def plot_grid(
     summary: pd.DataFrame,
     matrix: Matrix,
@@ -413,6 +424,7 @@ def plot_grid(
             ax = grid_axes[at]
             cells: dict[tuple[float, float], Cell] = {}
             missing: dict[tuple[float, float], str] = {}
+            halves: list[float] = []
             for r in prof[prof["run_id"].isin(list(runs))].to_dict("records"):
                 run_group, l1, l2 = runs[r["run_id"]]
                 if run_group != group:
@@ -420,13 +432,15 @@ def plot_grid(
                 if r["n"] and not is_missing(r["rsum_mean"]):
                     text = f"{fmt_ci(r['rsum_mean'], r['rsum_ci'], r['n'])}\nn = {r['n']}"
                     cells[(l1, l2)] = (float(r["rsum_mean"]), text)
+                    halves += [] if is_missing(r["rsum_ci"]) else [float(r["rsum_ci"])]
                 else:
                     missing[(l1, l2)] = "all seeds\nfailed"
             # A group may have no completed seed in a profile where others do: all hatched.
             panel = _heat_map(fig, ax, cells, axes, missing, "mean rSum (%), measured")
             title = f"{measured}, profile {profile}\n"
             title += f"{group}\n" if group else ""
-            ax.set_title(title + "mean rSum ± 95% CI half-width, n seeds", fontsize=10)
+            title += "mean rSum ± 95% CI half-width, n seeds"
+            ax.set_title(title + _span_text(cells.values(), halves), fontsize=10)
             panel["title"] = ax.get_title()
             out["measured"][profile][group] = panel
     ax_p = grid_axes[0, -1]
