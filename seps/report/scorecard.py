@@ -272,10 +272,8 @@ def optimum_text(row: Row, family: Family, missing: str) -> str:
     p = family.p(c)
     text += f"; {code(shown.run)} − claimed {fmt(c.mean, 1, sign=True)} "
     text += f"{_ci(*holm_interval(c, p))} (n={c.n}, p Holm {p_value_text(p)}); "
-    others = len([x for x in row.cells[1:] if not x.identical])
-    return (
-        text + f"of {others} cells, {len(judged.above)} detectably above, {len(judged.below)} below"
-    )
+    above, below = len(judged.above), len(judged.below)
+    return text + f"of {judged.tested} cells, {above} detectably above, {below} below"
 
 
 def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:

@@ -89,13 +89,15 @@ class Optimum:
     """A judged grid optimum: ``verdict``; ``best``, the cell of highest mean rSum (the
     first in grid order on a tie); ``shown``, the cell whose paired difference to the
     claimed cell the scorecard quotes; ``above``/``below``, the cells detectably above and
-    below the claimed one (Holm-corrected p < 0.05)."""
+    below the claimed one (Holm-corrected p < 0.05); ``tested``, how many cells were
+    compared with it (those not bit-identical to it)."""
 
     verdict: str
     best: Cell | None = None
     shown: Cell | None = None
     above: tuple[Cell, ...] = ()
     below: tuple[Cell, ...] = ()
+    tested: int = 0
 
 
 def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Optimum:
@@ -118,25 +120,21 @@ def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Opti
     if all(c.identical for c in cells):
         return Optimum(IDENTICAL)
     best = max(cells, key=lambda c: c.mean)  # max keeps the first of equal means
-    others = [c for c in cells[1:] if not c.identical]
-    runner_up = max(others, key=lambda c: c.mean)
-    n = min(c.comparison.n if c.comparison is not None else 0 for c in others)
+    # The other cells that are tests: a cell without a comparison is the claimed one.
+    tests = [(c, c.comparison) for c in cells[1:] if c.comparison and not c.comparison.identical]
+    runner_up = max((c for c, _ in tests), key=lambda c: c.mean)
+    n = min(t.n for _, t in tests)
     if n < 2:
-        return Optimum(f"not enough seeds (n={n})", best, runner_up)
-
-    def p_holm(c: Cell) -> float:
-        return family.p(c.comparison) if c.comparison is not None else math.nan
-
-    def side(c: Cell) -> float:  # +1 above the claimed cell, −1 below, 0 not detected
-        return math.copysign(1.0, c.comparison.mean) if p_holm(c) < ALPHA else 0.0  # type: ignore[union-attr]
-
-    above = tuple(c for c in others if side(c) > 0)
-    below = tuple(c for c in others if side(c) < 0)
+        return Optimum(f"not enough seeds (n={n})", best, runner_up, tested=len(tests))
+    found = [(c, t) for c, t in tests if family.p(t) < ALPHA]
+    above = tuple(c for c, t in found if t.mean > 0)
+    below = tuple(c for c, t in found if t.mean < 0)
     if above:
-        shown = min(above, key=lambda c: (p_holm(c), -c.mean))
-        return Optimum("contradicted", best, shown, above, below)
+        shown = min(above, key=lambda c: (family.p(c.comparison), -c.mean))  # type: ignore[arg-type]
+        return Optimum("contradicted", best, shown, above, below, len(tests))
     shown = best if best is not cells[0] else runner_up
-    return Optimum("supported" if below else "not detected", best, shown, above, below)
+    verdict = "supported" if below else "not detected"
+    return Optimum(verdict, best, shown, above, below, len(tests))
 
 
 __all__ = [
