@@ -21,4 +21,9 @@ five seven-differences-query
 three selection-ratio
 three training-protocol
 three coefficients
+# the loss-study cells the scorecard's claims name come first, so its loss claims get
+# verdicts before the rest of the grid (seed 004's criteria x forms) is filled in
+three loss-study --only 'align/triplet,align/triplet_sum,align/triplet_hardest,align/infonce'
+three loss-study --only 'ratio/*/off,ratio/gumbel_topk/mse/separate'
+three loss-study --only 'ratio/gumbel_per_patch/mse/*,ratio/gumbel_per_patch/ce/*'
 three loss-study

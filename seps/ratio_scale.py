@@ -76,6 +76,7 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
         One norm per batch, as :func:`seps.train.loop.ratio_grad_norm` logs it (0.0 where
         the ratio loss has no gradient, e.g. under a top-K decision).
     """
+    from .prebuild import prebuild_pretraining
     from .train import load_run_checkpoint, train
 
     if head.ratio_loss == "off":
@@ -97,6 +98,7 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
             out_dir=tmp,
             progress=False,
         )
+        prebuild_pretraining(probe, progress=False)  # never inside the run: seps.prebuild
         train(probe, head, stop_after_epoch=0)  # returns before the evaluation
         state = load_run_checkpoint(Path(tmp) / "checkpoint_last.pt")["state"]
     log = state["history"][0]["steps_log"]

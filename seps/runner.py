@@ -43,6 +43,7 @@ from .ablations import (
     config_key,
     resolve,
 )
+from .prebuild import prebuild_pretraining
 from .store import (
     SCHEMA,
     RecordError,
@@ -279,6 +280,8 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     """
     cfg = p.train_cfg
     cfg.progress = progress
+    # Before the clock starts and outside the run: see seps.prebuild for why.
+    prebuild_pretraining(cfg, progress=progress)
     started = time.time()
     t0 = time.perf_counter()
     record: dict[str, Any] = {

@@ -526,3 +526,36 @@ def test_stale_records_are_counted_kept_and_rerun_only_when_asked(
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(
         [path.name, path.stem + ".stale.json"]
     )
+
+
+def test_a_run_gives_the_same_numbers_whether_or_not_its_pretraining_was_cached(
+    root, synth, tmp_path, monkeypatch
+):
+    """The first run on a machine builds the recipe's backbones; that build seeds and
+    draws from the global generators, so it must happen before the run seeds its own
+    (seps.prebuild), or the first run's model starts from other weights."""
+    import seps.train.pretrain as pretrain
+
+    monkeypatch.chdir(tmp_path)  # the recipe's own synthetic draw goes under ./data
+    monkeypatch.setitem(
+        pretrain.RECIPES,
+        "tiny-test",
+        pretrain.PretrainRecipe(
+            description="test-sized",
+            image_size=32,
+            synth_images=60,
+            vocab_size=300,
+            max_dense_words=48,
+            steps=3,
+            batch_size=8,
+            warmup_steps=1,
+            embed_size=32,
+        ),
+    )
+    monkeypatch.setattr(pretrain, "DEFAULT_ROOT", tmp_path / "pretrained")
+    built_here = _run(root, tmp_path / "a", synth, only="code", pretrain="tiny-test")
+    assert pretrain.is_complete(pretrain.pretrained_dir("tiny-test"))
+    cached = _run(root, tmp_path / "b", synth, only="code", pretrain="tiny-test")
+    assert [r["status"] for r in built_here + cached] == ["done", "done"]
+    assert built_here[0]["metrics"] == cached[0]["metrics"]
+    assert built_here[0]["history"][-1]["loss"] == cached[0]["history"][-1]["loss"]

@@ -27,6 +27,7 @@ from ..official import (
     load_checkpoint,
     load_official_tokenizer,
 )
+from ..prebuild import prebuild_pretraining
 from ..report.records import RECALLS
 from ..store import atomic_write_json
 from ..text import resolve_tokenizer
@@ -123,6 +124,7 @@ def _run_train(args: argparse.Namespace) -> int:
     check_device(args.device)
     seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
     cfg = train_config_from_args(args)
+    prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.prebuild
     try:
         result = train(cfg, seps_cfg, resume=args.resume)
     except DivergedError as exc:
