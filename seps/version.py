@@ -33,7 +33,8 @@ VERSION_KEY = "code_version"
 #: Left out on purpose, since changing them cannot change a stored number: ``report/``,
 #: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
 #: its own); ``cli/``, ``runner``, ``run_plan``, ``overrides``, ``store``, ``faults``
-#: (orchestration, storage, kill points for tests); ``ratio_scale`` (prints ratio
+#: (orchestration, storage, kill points for tests); ``prebuild`` (builds a pretraining
+#: cache before a run, whose content the pretraining key fixes); ``ratio_scale`` (prints ratio
 #: weights, which count in run keys once copied into a matrix); ``data_fingerprint`` (run
 #: keys of official-layout data); ``hub`` (whether the hub answers, not what a tokenizer does);
 #: ``ablations`` (resolves a matrix into configs, whose full content is already in each
