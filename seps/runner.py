@@ -280,8 +280,6 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     """
     cfg = p.train_cfg
     cfg.progress = progress
-    # Before the clock starts and outside the run: see seps.prebuild for why.
-    prebuild_pretraining(cfg, progress=progress)
     started = time.time()
     t0 = time.perf_counter()
     record: dict[str, Any] = {
@@ -492,6 +490,11 @@ def run_matrix(
             groups.setdefault((p.train_key, p.seed), []).append(p)
     if stale:
         say(stale_message(matrix.name, len(stale), rerun_stale=rerun_stale))
+    # Once per recipe, before any run seeds itself and outside every run's clock, for
+    # both backends (see seps.prebuild for why); a bad recipe stops here, before training.
+    recipes = {g[0].train_cfg.pretrain: g[0].train_cfg for g in groups.values()}
+    for cfg in recipes.values():
+        prebuild_pretraining(cfg, progress=progress)
     if backend == "ray":
         _run_ray(list(groups.values()), results, ray_address, retry_failed, rerun_stale)
     else:
