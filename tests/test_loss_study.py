@@ -253,3 +253,25 @@ def test_report_family_spans_results_and_loss_study(tmp_path):
     assert f"| {holm['hard']:.3f} " in rows["align/triplet_hardest"]
     assert f"Holm-corrected p = {holm['hi']:.3f}, n = 3" in study
     assert f"Holm-corrected p = {holm['info']:.3f}, n = 3: outside seed noise" in study
+
+
+def test_a_criterion_ends_closer_to_the_target_only_when_the_paired_interval_excludes_zero():
+    """ "Ends closer" is a paired comparison over seeds of |keep - target|, not a reading
+    of two means: a consistent small gap is said, a gap that changes sign is not."""
+    from seps.report.loss_study import _closer
+
+    def cell(gaps: dict[int, float]) -> dict:
+        return {"keep_gap_by_seed": gaps}
+
+    # MSE closer by 0.002, 0.003, 0.002 on three seeds: the interval excludes 0.
+    short, long = _closer(
+        cell({0: 0.050, 1: 0.051, 2: 0.049}), cell({0: 0.052, 1: 0.054, 2: 0.051})
+    )
+    assert short.startswith("MSE ends closer") and "n = 3" in short
+    assert long.startswith("MSE ends with its keep ratio closer")
+    # CE closer on two seeds, MSE on one, by more: the interval includes 0.
+    short, _ = _closer(cell({0: 0.050, 1: 0.060, 2: 0.050}), cell({0: 0.055, 1: 0.050, 2: 0.052}))
+    assert short.startswith("neither ends detectably closer")
+    # Only seed 1 is shared: no interval, no claim.
+    short, _ = _closer(cell({0: 0.01, 1: 0.02}), cell({1: 0.03, 2: 0.04}))
+    assert short == "one paired seed: no CI"

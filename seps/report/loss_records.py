@@ -105,10 +105,18 @@ def _ratio_row(sel: pd.DataFrame) -> dict[str, Any]:
         last = [s for s in st if s["epoch"] == st[-1]["epoch"]] if st else []
         finals.append(float(np.mean([mean_keep(s) for s in last])) if last else math.nan)
         targets.append(float(head.get("sparse_ratio", math.nan)))
+    gaps = {
+        int(seed): abs(f - t)
+        for seed, f, t in zip(sel["seed"], finals, targets, strict=True)
+        if not (math.isnan(f) or math.isnan(t))
+    }
     return {
         "seeds": len(sel),
         "target": float(np.mean(targets)),
         "keep_final": float(np.nanmean(finals)) if not np.isnan(finals).all() else math.nan,
+        # |final keep ratio - target| per seed: "which criterion ends closer" is a paired
+        # comparison over seeds, not a reading of two means.
+        "keep_gap_by_seed": gaps,
         "ratio_min": min(values) if values else math.nan,
         "ratio_max": max(values) if values else math.nan,
         "ratio_grad_max": max(grads) if grads else math.nan,

@@ -79,7 +79,11 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                 delta[has_ci], y[has_ci], xerr=ci[has_ci], fmt="none", ecolor="black", capsize=3
             )
         same = sub["identical"].tolist()
+        # The note goes on the wider side of its bar's end: at the axes' edge (an identical
+        # run's 0 when every other bar is negative) it used to run off the figure.
+        lo, hi = ax.get_xlim()
         for yi, di, ci_i, ident, nt in zip(y, delta, ci, same, no_text, strict=True):
+            right = hi - di >= di - lo
             if ident or nt or np.isnan(ci_i):  # say why the bar has no (visible) error bar
                 ax.annotate(
                     " identical to its reference"
@@ -88,9 +92,9 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                     if nt
                     else " 1 seed, no CI",
                     (float(di), float(yi)),
-                    xytext=(4 if di >= 0 else -4, 0),
+                    xytext=(4 if right else -4, 0),
                     textcoords="offset points",
-                    ha="left" if di >= 0 else "right",
+                    ha="left" if right else "right",
                     va="center",
                     fontsize=8,
                 )
@@ -179,10 +183,15 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
     plt = pyplot()
     ncols = 2 if any("val_rsum" in p for p in series.values()) else 1
     colors = run_colors(matrix)
+    height = 3.5 * len(series)
+    # One legend entry at fontsize 8 takes about 0.17 in: a long matrix (loss-study has
+    # 41 runs) gets more legend columns, each 3 in wide, rather than entries cut off below.
+    n_runs = len({run_id for panels in series.values() for p in panels.values() for run_id in p})
+    legend_cols = max(1, math.ceil(n_runs / max(1, int((height - 0.4) / 0.17))))
     fig, axes = plt.subplots(
         len(series),
         ncols,
-        figsize=(6 * ncols + 3, 3.5 * len(series)),
+        figsize=(6 * ncols + 3 * legend_cols, height),
         squeeze=False,
         layout="constrained",
     )
@@ -213,7 +222,12 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
             out[profile][name] = drawn
     order = [r.id for r in matrix.runs if r.id in handles]
     fig.legend(
-        [handles[r] for r in order], order, loc="outside right upper", fontsize=8, frameon=False
+        [handles[r] for r in order],
+        order,
+        loc="outside right upper",
+        fontsize=8,
+        frameon=False,
+        ncols=legend_cols,
     )
     save_png(fig, path)
     return out
