@@ -44,6 +44,7 @@ from .ablations import (
     resolve,
 )
 from .prebuild import prebuild_pretraining
+from .provenance import stamp
 from .store import (
     SCHEMA,
     RecordError,
@@ -330,6 +331,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
             failure_kind=failure_kind(exc),
             environment=trainer.environment(),
         )
+    stamp(record, cfg.pretrain)  # the CPU and pretrained weights, which decide the bits too
     record["wall_seconds"] = time.perf_counter() - t0
     atomic_write_json(record_path(results, p), record, fault_point="record_write")
     return record

@@ -34,8 +34,10 @@ VERSION_KEY = "code_version"
 #: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
 #: its own); ``cli/``, ``runner``, ``run_plan``, ``overrides``, ``store``, ``faults``
 #: (orchestration, storage, kill points for tests); ``prebuild`` (builds a pretraining
-#: cache before a run, whose content the pretraining key fixes); ``ratio_scale`` (prints ratio
-#: weights, which count in run keys once copied into a matrix); ``data_fingerprint`` (run
+#: cache before a run, whose content the pretraining key fixes); ``provenance`` (stamps
+#: the CPU and the pretrained weights' fingerprint on a record: facts, not numbers);
+#: ``ratio_scale`` (prints ratio weights, which count in run keys once copied into a
+#: matrix); ``data_fingerprint`` (run
 #: keys of official-layout data); ``hub`` (whether the hub answers, not what a tokenizer does);
 #: ``ablations`` (resolves a matrix into configs, whose full content is already in each
 #: record's key); ``lexical`` (the BM25 text-only matcher of ``seps-bench text-only``,

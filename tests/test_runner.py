@@ -528,12 +528,9 @@ def test_stale_records_are_counted_kept_and_rerun_only_when_asked(
     )
 
 
-def test_a_run_gives_the_same_numbers_whether_or_not_its_pretraining_was_cached(
-    root, synth, tmp_path, monkeypatch
-):
-    """The first run on a machine builds the recipe's backbones; that build seeds and
-    draws from the global generators, so it must happen before the run seeds its own
-    (seps.prebuild), or the first run's model starts from other weights."""
+@pytest.fixture()
+def tiny_recipe(tmp_path, monkeypatch):
+    """A test-sized pretraining recipe ``tiny-test`` built under ``tmp_path``."""
     import seps.train.pretrain as pretrain
 
     monkeypatch.chdir(tmp_path)  # the recipe's own synthetic draw goes under ./data
@@ -553,9 +550,54 @@ def test_a_run_gives_the_same_numbers_whether_or_not_its_pretraining_was_cached(
         ),
     )
     monkeypatch.setattr(pretrain, "DEFAULT_ROOT", tmp_path / "pretrained")
+    return pretrain
+
+
+def test_a_run_gives_the_same_numbers_whether_or_not_its_pretraining_was_cached(
+    root, synth, tmp_path, tiny_recipe
+):
+    """The first run on a machine builds the recipe's backbones; that build seeds and
+    draws from the global generators, so it must happen before the run seeds its own
+    (seps.prebuild), or the first run's model starts from other weights."""
+    pretrain = tiny_recipe
     built_here = _run(root, tmp_path / "a", synth, only="code", pretrain="tiny-test")
     assert pretrain.is_complete(pretrain.pretrained_dir("tiny-test"))
     cached = _run(root, tmp_path / "b", synth, only="code", pretrain="tiny-test")
     assert [r["status"] for r in built_here + cached] == ["done", "done"]
     assert built_here[0]["metrics"] == cached[0]["metrics"]
     assert built_here[0]["history"][-1]["loss"] == cached[0]["history"][-1]["loss"]
+
+
+def test_every_record_names_its_cpu_and_the_pretrained_weights_it_started_from(
+    root, synth, tmp_path, tiny_recipe
+):
+    """Same configs and code give other bits on another CPU float path or from other
+    pretrained weights (seps.provenance): both are stamped on the stored record."""
+    import torch
+
+    from seps.provenance import pretrain_fingerprint
+
+    rec = _run(root, tmp_path / "a", synth, only="code", pretrain="tiny-test")[0]
+    stored = read_record(next((tmp_path / "a" / "mini").glob("*.json")))
+    folder = tiny_recipe.pretrained_dir("tiny-test")
+    for r in (rec, stored):
+        assert (
+            r["environment"]["cpu"]["torch_capability"] == torch.backends.cpu.get_cpu_capability()
+        )
+        assert r["environment"]["cpu"]["model"]
+        assert r["pretrain_fingerprint"] == pretrain_fingerprint(folder)
+        assert len(r["pretrain_fingerprint"]) == 16
+    # Other weights, another fingerprint.
+    with (folder / "vision.safetensors").open("ab") as f:
+        f.write(b"\0")
+    assert pretrain_fingerprint(folder) != rec["pretrain_fingerprint"]
+    # A run without a recipe starts from no pretraining, and still names its CPU.
+    plain = _run(root, tmp_path / "b", synth, only="code")[0]
+    assert plain["pretrain_fingerprint"] is None
+    assert plain["environment"]["cpu"]["torch_capability"]
+
+
+def test_a_failed_record_names_its_cpu_too(root, synth, tmp_path):
+    rec = _run(root, tmp_path, synth, matrix="broken", only="bad")[0]
+    assert rec["status"] == "failed"
+    assert rec["environment"]["cpu"]["model"] and rec["pretrain_fingerprint"] is None

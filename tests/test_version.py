@@ -34,6 +34,7 @@ NOT_HASHED = {
     "overrides.py",  # orchestration: --set lands in the configs, whose content is keyed
     "run_plan.py",  # the dry-run text
     "prebuild.py",  # orchestration: builds the pretraining cache before a run (seps.prebuild)
+    "provenance.py",  # stamps the CPU and the pretraining's fingerprint on records
     "ratio_scale.py",  # prints weights; they count in run keys once copied into a matrix
     "data_fingerprint.py",  # run keys of official-layout data, not numbers
     "hub.py",  # whether the hub answers: where a tokenizer is read from, not what it does

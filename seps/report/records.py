@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..ablations import Matrix
 from ..formatting import is_missing
+from ..provenance import UNRECORDED_CPU, cpu_label
 from ..store import RECORD_NAME, RecordError, scan_records
 
 #: The six recalls in the paper's column order, then their sum.
@@ -225,6 +226,35 @@ def load_results(results_dir: str | Path, matrix: str | None = None) -> pd.DataF
     if len(df):
         df = df.sort_values(["matrix", "profile", "run_id", "seed", "file"], kind="stable")
     return df.reset_index(drop=True)
+
+
+def machines_line(df: pd.DataFrame) -> str:
+    """One sentence naming the CPUs the records of ``df`` were made on, with counts (most
+    first), and why it matters: a rerun gives the same bits only on the same float path
+    from the same pretrained weights (:mod:`seps.provenance`)."""
+    counts: dict[str, int] = {}
+    for env in df["environment"]:
+        label = cpu_label(env.get("cpu") if isinstance(env, Mapping) else None)
+        counts[label] = counts.get(label, 0) + 1
+
+    def part(label: str, n: int) -> str:
+        records = f"{n:,} record{'s' if n != 1 else ''}"
+        if label == UNRECORDED_CPU:
+            return f"{records} made before the runner stamped the CPU"
+        return f"{label}: {records}"
+
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    mixed = (
+        " **Mixed machines**: a paired difference between records of two machines "
+        "includes the machine's own effect on the numbers."
+        if len(ordered) > 1
+        else ""
+    )
+    return (
+        f"Machines: {'; '.join(part(label, n) for label, n in ordered)}.{mixed} A rerun "
+        "reproduces a record bit for bit only on the same CPU float path and from the same "
+        "pretrained weights (`pretrain_fingerprint`; README, Guarantees)."
+    )
 
 
 def matrices_with_records(results_dir: str | Path) -> list[str]:

@@ -39,7 +39,7 @@ from .prose import (
     results_table,
 )
 from .protocols import protocol_comparisons, protocol_section
-from .records import current_records, load_results, profiles, runs_of
+from .records import current_records, load_results, machines_line, profiles, runs_of
 from .summary import summarise_current, summary_comparisons, with_family
 
 
@@ -135,6 +135,7 @@ def render_report(
     lines += dense_header_lines(shown)
     versions = sorted({"unversioned" if pd.isna(v) else str(v) for v in cur["code_version"]})
     lines += [f"Code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", ""]
+    lines += [machines_line(cur), ""]
     lines += ["## Protocol", "", *protocol_lines(shown), ""]
     lines += [
         "## Results",

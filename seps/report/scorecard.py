@@ -31,7 +31,7 @@ from .claims import DIRECTIONS, Claim, load_claim_file
 from .compare import Comparison, Family, compare, family_of
 from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
-from .records import current_records, eval_dense_of, load_results, runs_of
+from .records import current_records, eval_dense_of, load_results, machines_line, runs_of
 from .summary import p_value_text
 from .verdicts import (
     IDENTICAL,
@@ -345,7 +345,11 @@ def scale_lines(used: pd.DataFrame) -> list[str]:
             f"{len(sub)} records of {runs} runs in {sub['matrix'].nunique()} matrices."
         )
     versions = sorted({"unversioned" if is_missing(v) else str(v) for v in used["code_version"]})
-    return [*lines, f"- Code version{'s' * (len(versions) > 1)}: {', '.join(versions)}."]
+    return [
+        *lines,
+        f"- Code version{'s' * (len(versions) > 1)}: {', '.join(versions)}.",
+        f"- {machines_line(used)}",
+    ]
 
 
 def preamble(used: pd.DataFrame, family: Family) -> list[str]:
