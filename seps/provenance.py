@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from .train.pretrain import is_complete, pretrained_dir
+
 __all__ = [
     "CPU_ENV_OVERRIDES",
     "UNRECORDED_CPU",
@@ -131,9 +133,6 @@ def stamp(record: dict[str, Any], pretrain: str | None) -> None:
         record["environment"]["cpu"] = cpu_identity()
     folder = None
     if pretrain is not None:
-        # Imported here: the training package is heavy and this module is read by reports.
-        from .train.pretrain import is_complete, pretrained_dir
-
         built = pretrained_dir(pretrain)
         folder = built if is_complete(built) else None
     record["pretrain_fingerprint"] = pretrain_fingerprint(folder)
