@@ -370,7 +370,11 @@ def preamble(used: pd.DataFrame, family: Family) -> list[str]:
         "Verdicts on this synthetic benchmark are about mechanisms (does a switch move "
         "retrieval in the claimed direction at this scale, with tiny pretrained backbones), "
         "not about Flickr30K numbers: the claimed sizes come from Flickr30K or COCO with "
-        "ViT-Base and BERT-base trained for 30 epochs.",
+        "ViT-Base and BERT-base trained for 30 epochs. Every run of a profile fine-tunes "
+        "the same pretrained backbones (one build of its pretraining recipe): the seeds vary "
+        "the head's initialisation, the data order and the dataset draw, so an interval "
+        "covers those and not the pretraining, whose build differs between CPU types "
+        '(README, "Across machines").',
         "",
         "**Statistics.** Effect: the paired difference in rSum, variant − baseline, over "
         "the seeds both have: its mean, then its interval. p Holm: "
