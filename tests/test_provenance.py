@@ -47,9 +47,12 @@ def test_machines_line_counts_records_per_cpu_most_first():
     line = machines_line(df)
     assert line.startswith(
         "Machines: AMD EPYC (torch AVX2, numpy X86_V3): 3 records; "
-        "2 records made before the runner stamped the CPU. **Mixed machines**"
+        "2 records made before the runner stamped the CPU. **Mixed machines** within a profile"
     )
     assert "pretrain_fingerprint" in line
+    # Two machines in two profiles: nothing is paired across them.
+    apart = pd.DataFrame({"environment": [{"cpu": AMD}, {}], "profile": ["smoke", "standard"]})
+    assert "Mixed machines" not in machines_line(apart)
     one = machines_line(pd.DataFrame({"environment": [{"cpu": AMD}]}))
     assert one.startswith("Machines: AMD EPYC (torch AVX2, numpy X86_V3): 1 record. A rerun")
 

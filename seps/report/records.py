@@ -233,9 +233,12 @@ def machines_line(df: pd.DataFrame) -> str:
     first), and why it matters: a rerun gives the same bits only on the same float path
     from the same pretrained weights (:mod:`seps.provenance`)."""
     counts: dict[str, int] = {}
-    for env in df["environment"]:
+    per_profile: dict[Any, set[str]] = {}
+    profiles_ = df["profile"] if "profile" in df else [None] * len(df)
+    for env, profile in zip(df["environment"], profiles_, strict=True):
         label = cpu_label(env.get("cpu") if isinstance(env, Mapping) else None)
         counts[label] = counts.get(label, 0) + 1
+        per_profile.setdefault(profile, set()).add(label)
 
     def part(label: str, n: int) -> str:
         records = f"{n:,} record{'s' if n != 1 else ''}"
@@ -244,10 +247,11 @@ def machines_line(df: pd.DataFrame) -> str:
         return f"{label}: {records}"
 
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    # Runs are paired within a profile only, so only a profile that spans machines mixes.
     mixed = (
-        " **Mixed machines**: a paired difference between records of two machines "
-        "includes the machine's own effect on the numbers."
-        if len(ordered) > 1
+        " **Mixed machines** within a profile: a paired difference between records of two "
+        "machines includes the machine's own effect on the numbers."
+        if any(len(labels) > 1 for labels in per_profile.values())
         else ""
     )
     return (
