@@ -59,6 +59,12 @@ def fmt_count(x: Any) -> str:
     return DASH if is_missing(x) else f"{float(x) / 1e6:.3f}M"
 
 
+def fmt_n(n: int, one: str, many: str | None = None) -> str:
+    """``1 record``, ``1,200 records``, ``1 matrix``, ``3 matrices`` (``many`` defaults to
+    ``one`` + s)."""
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
 def code(x: Any) -> str:
     """``x`` as inline markdown code."""
     return f"`{x}`"
@@ -108,6 +114,7 @@ __all__ = [
     "fmt",
     "fmt_ci",
     "fmt_count",
+    "fmt_n",
     "is_missing",
     "markdown_table",
     "pyplot",

@@ -37,8 +37,8 @@ VERSION_KEY = "code_version"
 #: cache before a run, whose content the pretraining key fixes); ``provenance`` (stamps
 #: the CPU and the pretrained weights' fingerprint on a record: facts, not numbers);
 #: ``ratio_scale`` (prints ratio weights, which count in run keys once copied into a
-#: matrix); ``data_fingerprint`` (run
-#: keys of official-layout data); ``hub`` (whether the hub answers, not what a tokenizer does);
+#: matrix); ``data_fingerprint`` (run keys of official-layout data); ``hub`` (whether the
+#: hub answers, not what a tokenizer does);
 #: ``ablations`` (resolves a matrix into configs, whose full content is already in each
 #: record's key); ``lexical`` (the BM25 text-only matcher of ``seps-bench text-only``,
 #: whose numbers no record stores); the package ``__init__``/``__main__`` (re-exports).

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import is_missing
+from ..formatting import fmt_n, is_missing
 from ..provenance import UNRECORDED_CPU, cpu_label
 from ..store import RECORD_NAME, RecordError, scan_records
 
@@ -241,7 +241,7 @@ def machines_line(df: pd.DataFrame) -> str:
         per_profile.setdefault(profile, set()).add(label)
 
     def part(label: str, n: int) -> str:
-        records = f"{n:,} record{'s' if n != 1 else ''}"
+        records = fmt_n(n, "record")
         if label == UNRECORDED_CPU:
             return f"{records} made before the runner stamped the CPU"
         return f"{label}: {records}"

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import DASH, code, fmt, fmt_ci, is_missing, markdown_table
+from ..formatting import DASH, code, fmt, fmt_ci, fmt_n, is_missing, markdown_table
 from ..stats import mean_ci
 from ..store import atomic_write_text
 from ..version import check_versions
@@ -324,11 +324,6 @@ def protocol_text(row: Row, several_profiles: bool) -> str:
     return text
 
 
-def _count(n: int, one: str, many: str | None = None) -> str:
-    """``1 record``, ``2 records``, ``1 matrix``, ``3 matrices``."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
-
-
 def scale_lines(used: pd.DataFrame) -> list[str]:
     """What the verdicts hold for: per profile the data, image counts and seeds of the
     records the scorecard read, then the code version(s)."""
@@ -347,8 +342,8 @@ def scale_lines(used: pd.DataFrame) -> list[str]:
             f"- Profile {code(profile)}: {values(sub, 'dataset', False)} data, "
             f"{values(sub, 'synth_images')} images per synthetic draw, evaluated on "
             f"{values(sub, 'eval_images')} test images; seeds {values(sub, 'seed')}; "
-            f"{_count(len(sub), 'record')} of {_count(runs, 'run')} in "
-            f"{_count(sub['matrix'].nunique(), 'matrix', 'matrices')}."
+            f"{fmt_n(len(sub), 'record')} of {fmt_n(runs, 'run')} in "
+            f"{fmt_n(sub['matrix'].nunique(), 'matrix', 'matrices')}."
         )
     versions = sorted({"unversioned" if is_missing(v) else str(v) for v in used["code_version"]})
     return [
