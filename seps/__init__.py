@@ -8,9 +8,15 @@ Entry points:
 - :func:`seps.official.load_crossnet`: official weights.
 """
 
-from .config import PRESETS, SEPSConfig, get_config
-from .head import SEPSHead
-from .losses import SEPSLoss, ratio_loss, triplet_loss
+from .float_path import apply_requested
+
+# Before anything imports torch: SEPS_FLOAT_PATH pins the CPU kernels (seps.float_path),
+# which the libraries read once, when they first compute.
+apply_requested()
+
+from .config import PRESETS, SEPSConfig, get_config  # noqa: E402
+from .head import SEPSHead  # noqa: E402
+from .losses import SEPSLoss, ratio_loss, triplet_loss  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -18,14 +18,57 @@ them; this module is orchestration and is not hashed.
 
 from __future__ import annotations
 
-from .train.pretrain import ensure_pretrained
+import json
+from pathlib import Path
+
+from .provenance import cpu_identity, cpu_label, float_path_key
+from .store import atomic_write_json
+from .train.pretrain import ensure_pretrained, is_complete, pretrained_dir
 from .train_config import TrainConfig
 
-__all__ = ["prebuild_pretraining"]
+__all__ = ["BUILT_ON", "build_checked", "prebuild_pretraining"]
+
+#: The file beside a pretraining build that names the CPU float path it was built on.
+BUILT_ON = "built_on.json"
 
 
 def prebuild_pretraining(cfg: TrainConfig, *, progress: bool = True) -> None:
     """Build ``cfg.pretrain``'s backbones if they are not cached (no-op when the run has
-    no pretraining recipe or the cache is complete)."""
+    no pretraining recipe), with :func:`build_checked`."""
     if cfg.pretrain is not None:
-        ensure_pretrained(cfg.pretrain, progress=progress)
+        build_checked(cfg.pretrain, progress=progress)
+
+
+def build_checked(name: str, root: str | Path | None = None, *, progress: bool = True) -> Path:
+    """Recipe ``name``'s folder, built first if absent, checked for its float path.
+
+    A build made here gets :data:`BUILT_ON` (the float path in force,
+    :func:`seps.provenance.cpu_identity`). A cached build whose file names another float
+    path is refused: its weights come from that path, so a run pinned to this one
+    (``SEPS_FLOAT_PATH``) would start from weights no other machine on this path makes.
+    A build without the file (made before it existed) is used as it is.
+
+    Raises:
+        ValueError: the cached build's float path differs from this one's.
+    """
+    folder = pretrained_dir(name, root)
+    fresh = not is_complete(folder)
+    ensure_pretrained(name, root, progress=progress)
+    stamp_file = folder / BUILT_ON
+    here = cpu_identity()
+    if fresh:
+        atomic_write_json(stamp_file, {"cpu": here})
+        return folder
+    if not stamp_file.is_file():
+        return folder
+    try:
+        there = json.loads(stamp_file.read_text()).get("cpu")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{stamp_file}: unreadable ({exc}); expected a JSON object") from exc
+    if float_path_key(there) != float_path_key(here):
+        raise ValueError(
+            f"{folder}: built on another float path ({cpu_label(there)}), this run is on "
+            f"{cpu_label(here)}; move the folder aside to build it here (SEPS_FLOAT_PATH: "
+            "README, 'Across machines')"
+        )
+    return folder

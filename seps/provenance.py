@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from .float_path import ENV_VAR, FLOAT_PATHS
+from .formatting import fmt_n
 from .train.pretrain import is_complete, pretrained_dir
 
 __all__ = [
@@ -39,14 +41,24 @@ __all__ = [
     "UNRECORDED_CPU",
     "cpu_identity",
     "cpu_label",
+    "float_path_key",
     "pretrain_fingerprint",
+    "resume_warning",
     "stamp",
 ]
 
 #: Environment variables that change which float path runs: ``ATEN_CPU_CAPABILITY``
 #: caps PyTorch's kernel dispatch, ``MKL_CBWR`` fixes MKL's code branch,
-#: ``NPY_DISABLE_CPU_FEATURES`` turns off numpy dispatch targets. Recorded when set.
-CPU_ENV_OVERRIDES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "NPY_DISABLE_CPU_FEATURES")
+#: ``ONEDNN_MAX_CPU_ISA`` caps oneDNN's, ``NPY_DISABLE_CPU_FEATURES`` turns off numpy
+#: dispatch targets, and ``SEPS_FLOAT_PATH`` sets all four (:mod:`seps.float_path`).
+#: Recorded when set.
+CPU_ENV_OVERRIDES = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "ONEDNN_MAX_CPU_ISA",
+    "NPY_DISABLE_CPU_FEATURES",
+    ENV_VAR,
+)
 
 #: :func:`cpu_label` of a record made before the runner stamped the CPU.
 UNRECORDED_CPU = "not recorded"
@@ -101,10 +113,108 @@ def cpu_label(cpu: dict[str, Any] | None) -> str:
         return UNRECORDED_CPU
     numpy_levels = ", ".join(cpu.get("numpy_dispatch") or []) or "baseline"
     label = f"{cpu.get('model')} (torch {cpu.get('torch_capability')}, numpy {numpy_levels}"
-    overrides = cpu.get("overrides") or {}
+    overrides = _overrides(cpu)
+    pinned = _pinned(overrides)
+    if pinned:
+        # The pin's four variables in one word: labels stay one short line.
+        overrides = {k: v for k, v in overrides.items() if k not in FLOAT_PATHS[pinned]}
+        overrides.pop(ENV_VAR, None)
+        label += f"; float path pinned to {pinned}"
     if overrides:
         label += "; " + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
     return label + ")"
+
+
+def _overrides(cpu: dict[str, Any]) -> dict[str, str]:
+    """The record's overrides, less ``SEPS_FLOAT_PATH=native`` (the same as unset)."""
+    out = dict(cpu.get("overrides") or {})
+    if (out.get(ENV_VAR) or "native").strip().lower() == "native":
+        out.pop(ENV_VAR, None)
+    return out
+
+
+def _pinned(overrides: dict[str, str]) -> str | None:
+    """The pinned float path whose every variable ``overrides`` holds, else ``None``."""
+    for name, env in FLOAT_PATHS.items():
+        if env and all(overrides.get(k) == v for k, v in env.items()):
+            return name
+    return None
+
+
+def float_path_key(cpu: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What decides a record's float path, comparable between records (``None``: not
+    recorded). Under a pinned path (:mod:`seps.float_path`) the libraries' levels and the
+    pin; natively also the CPU model, since MKL picks its code by vendor and model."""
+    if not cpu:
+        return None
+    levels = (cpu.get("torch_capability"), tuple(cpu.get("numpy_dispatch") or ()))
+    pinned = _pinned(_overrides(cpu))
+    if pinned:
+        return ("pinned", pinned, *levels)
+    overrides = tuple(sorted(_overrides(cpu).items()))
+    return ("native", cpu.get("model"), *levels, overrides)
+
+
+def resume_warning(
+    where: str, existing: list[dict[str, Any]], to_run: int, pretrain: str | None
+) -> str | None:
+    """One line when runs about to be made here will sit beside records made on another
+    float path or from other pretrained weights, else ``None``.
+
+    Args:
+        where: the store folder, named in the line.
+        existing: the records already there for the matrix's other planned runs.
+        to_run: how many runs are about to be made (no line when 0).
+        pretrain: the runs' pretraining recipe (built by now), or ``None``.
+
+    A matrix is compared pair by pair, so a store resumed on another machine mixes the
+    machine's effect into its differences; measured: about +8 rSum on every preset
+    between two CPU types (README, "Across machines"). The runner says so once, before it
+    starts; it does not refuse, since the numbers may still be wanted.
+    """
+    if not to_run or not existing:
+        return None
+    here_cpu = float_path_key(cpu_identity())
+    here_weights = None
+    if pretrain is not None and is_complete(pretrained_dir(pretrain)):
+        here_weights = pretrain_fingerprint(pretrained_dir(pretrain))
+    parts = []
+    for what, mine, theirs in (
+        ("float path", here_cpu, [float_path_key(_cpu_of(r)) for r in existing]),
+        ("pretrained weights", here_weights, [_weights_of(r, pretrain) for r in existing]),
+    ):
+        if mine is None:
+            continue
+        theirs = [t for t in theirs if t != _NOT_COMPARED]
+        unknown = sum(t is None for t in theirs)
+        other = sum(t is not None and t != mine for t in theirs)
+        if unknown or other:
+            parts.append(f"{what}: {other} other, {unknown} not recorded")
+    if not parts:
+        return None
+    return (
+        f"{where}: {fmt_n(to_run, 'run')} to make here beside {fmt_n(len(existing), 'record')} "
+        f"that may differ in {'; '.join(parts)}. Paired differences between them include the "
+        "machine's own effect (README, 'Across machines'); a fresh --results folder avoids it"
+    )
+
+
+def _weights_of(record: dict[str, Any], pretrain: str | None) -> str | None:
+    """The record's pretrain fingerprint when it started from recipe ``pretrain``; a
+    record of another recipe (or none) is not compared: its fingerprint is not missing."""
+    cfg = record.get("train_config")
+    if not isinstance(cfg, dict) or cfg.get("pretrain") != pretrain:
+        return _NOT_COMPARED
+    return record.get("pretrain_fingerprint")
+
+
+#: :func:`_weights_of` of a record that started from other (or no) pretraining.
+_NOT_COMPARED = "not compared"
+
+
+def _cpu_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    env = record.get("environment")
+    return env.get("cpu") if isinstance(env, dict) else None
 
 
 def pretrain_fingerprint(folder: str | Path | None) -> str | None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from seps.float_path import FLOAT_PATHS
 from seps.provenance import (
     UNRECORDED_CPU,
     cpu_identity,
     cpu_label,
+    float_path_key,
     pretrain_fingerprint,
+    resume_warning,
 )
 from seps.report.records import machines_line
 
@@ -68,3 +71,64 @@ def test_pretrain_fingerprint_follows_the_weight_files_not_the_meta(tmp_path):
     (tmp_path / "text" / "model.safetensors").write_bytes(b"other weights")
     assert pretrain_fingerprint(tmp_path) != first
     assert pretrain_fingerprint(None) is None
+
+
+PINNED_OVERRIDES = {**FLOAT_PATHS["portable"], "SEPS_FLOAT_PATH": "portable"}
+
+
+def test_a_pinned_float_path_is_one_word_in_the_label_and_ignores_the_cpu_model():
+    amd = {**AMD, "overrides": PINNED_OVERRIDES}
+    intel = {**amd, "model": "Intel Xeon"}
+    assert cpu_label(amd) == "AMD EPYC (torch AVX2, numpy X86_V3; float path pinned to portable)"
+    # Pinned: the same kernels on both vendors, so the same float path.
+    assert float_path_key(amd) == float_path_key(intel)
+    # Native: MKL picks its code by vendor and model, so the model counts.
+    assert float_path_key(AMD) != float_path_key({**AMD, "model": "Intel Xeon"})
+    assert float_path_key(AMD) != float_path_key(amd)
+    assert float_path_key(None) is None
+    # Asking for the native path is the same as not asking.
+    native = {**AMD, "overrides": {"SEPS_FLOAT_PATH": "native"}}
+    assert float_path_key(native) == float_path_key(AMD) and cpu_label(native) == cpu_label(AMD)
+
+
+def _record(cpu, fingerprint=None, recipe=None):
+    return {
+        "environment": {"cpu": cpu} if cpu else {},
+        "pretrain_fingerprint": fingerprint,
+        "train_config": {"pretrain": recipe},
+    }
+
+
+def test_resuming_beside_records_of_another_float_path_says_so_in_one_line(monkeypatch):
+    import seps.provenance as prov
+
+    monkeypatch.setattr(prov, "cpu_identity", lambda: AMD)
+    here = _record(AMD)
+    assert resume_warning("results/m", [here, here], 3, None) is None
+    assert resume_warning("results/m", [_record(None)], 0, None) is None  # nothing to run
+    assert resume_warning("results/m", [], 3, None) is None
+    line = resume_warning("results/m", [here, _record({**AMD, "model": "Intel"}), _record(None)],
+                          2, None)  # fmt: skip
+    assert line is not None and "\n" not in line
+    assert line.startswith(
+        "results/m: 2 runs to make here beside 3 records that may differ in float path: "
+        "1 other, 1 not recorded. Paired differences"
+    )
+
+
+def test_resuming_from_other_pretrained_weights_compares_records_of_the_same_recipe(
+    monkeypatch, tmp_path
+):
+    import seps.provenance as prov
+
+    monkeypatch.setattr(prov, "cpu_identity", lambda: AMD)
+    monkeypatch.setattr(prov, "pretrained_dir", lambda name: tmp_path)
+    monkeypatch.setattr(prov, "is_complete", lambda folder: True)
+    monkeypatch.setattr(prov, "pretrain_fingerprint", lambda folder: "aaaa")
+    same = _record(AMD, "aaaa", "synth-48")
+    other = _record(AMD, "bbbb", "synth-48")
+    unpretrained = _record(AMD, None, None)  # another recipe (none): not compared
+    assert resume_warning("r", [same, unpretrained], 1, "synth-48") is None
+    line = resume_warning("r", [same, other, _record(AMD, None, "synth-48")], 1, "synth-48")
+    assert line is not None
+    assert "pretrained weights: 1 other, 1 not recorded" in line and "float path" not in line

@@ -601,3 +601,41 @@ def test_a_failed_record_names_its_cpu_too(root, synth, tmp_path):
     rec = _run(root, tmp_path, synth, matrix="broken", only="bad")[0]
     assert rec["status"] == "failed"
     assert rec["environment"]["cpu"]["model"] and rec["pretrain_fingerprint"] is None
+
+
+def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(root, synth, tmp_path):
+    """Its runs pair with records of another machine; the user hears it before the runs,
+    in one line (seps.provenance.resume_warning)."""
+    results = tmp_path / "results"
+    said: list[str] = []
+    _run(root, results, synth, only="code", say=said.append)
+    _run(root, results, synth, only="code,code+hrpa", say=said.append)
+    assert not [s for s in said if "may differ" in s]  # same machine: nothing to say
+    path = _record_of(results, "mini", "code")
+    rec = json.loads(path.read_text())
+    rec["environment"]["cpu"]["model"] = "Some Other CPU"
+    path.write_text(json.dumps(rec))
+    _run(root, results, synth, say=said.append)
+    (line,) = [s for s in said if "may differ" in s]
+    assert line.startswith(
+        f"{results / 'mini'}: 1 run to make here beside 2 records that may differ in float "
+        "path: 1 other, 0 not recorded."
+    )
+
+
+def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe):
+    """A run pinned to one float path must not start from weights another path made."""
+    from seps.prebuild import BUILT_ON, build_checked
+    from seps.provenance import cpu_identity
+
+    folder = build_checked("tiny-test", progress=False)
+    stamp_file = folder / BUILT_ON
+    assert json.loads(stamp_file.read_text()) == {"cpu": json.loads(json.dumps(cpu_identity()))}
+    assert build_checked("tiny-test", progress=False) == folder  # same path: reused
+    other = {"cpu": {**cpu_identity(), "model": "Some Other CPU"}}
+    stamp_file.write_text(json.dumps(other))
+    with pytest.raises(ValueError, match=r"built on another float path \(Some Other CPU .*; "
+                       r"move the folder aside to build it here"):  # fmt: skip
+        build_checked("tiny-test", progress=False)
+    stamp_file.unlink()  # a build from before the stamp existed is used as it is
+    assert build_checked("tiny-test", progress=False) == folder

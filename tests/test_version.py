@@ -28,6 +28,7 @@ NOT_HASHED = {
     "faults.py",
     "formatting.py",
     "runner.py",
+    "staleness.py",  # the runner's run / skip / stale decisions on stored records
     "stats.py",
     "store.py",
     "version.py",
@@ -35,6 +36,7 @@ NOT_HASHED = {
     "run_plan.py",  # the dry-run text
     "prebuild.py",  # orchestration: builds the pretraining cache before a run (seps.prebuild)
     "provenance.py",  # stamps the CPU and the pretraining's fingerprint on records
+    "float_path.py",  # sets the CPU float path, which each record stamps (environment.cpu)
     "ratio_scale.py",  # prints weights; they count in run keys once copied into a matrix
     "data_fingerprint.py",  # run keys of official-layout data, not numbers
     "hub.py",  # whether the hub answers: where a tokenizer is read from, not what it does

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ..float_path import ENV_VAR
 from . import (  # noqa: F401  (each registers its command)
     bench,
     data,
@@ -33,6 +34,19 @@ from .registry import COMMANDS, command
 __all__ = ["COMMANDS", "build_parser", "command", "error_line", "main", "presets_table"]
 
 
+#: Commands whose numbers depend on the CPU's float path (their ``--help`` says how to pin it).
+COMPUTING_COMMANDS = ("run", "train", "eval", "pretrain")
+
+FLOAT_PATH_HELP = (
+    f"environment: {ENV_VAR}=portable pins the CPU float path (PyTorch and oneDNN kernels "
+    "at AVX2, MKL on its vendor-neutral COMPATIBLE branch, numpy without AVX-512), meant to "
+    "give the same bits on any x86-64 CPU with AVX2 (checked on one CPU type so far) at "
+    "about 1.4x the time of the head's evaluation; unset or 'native' (the default) lets "
+    "each library pick its kernels for this CPU. The path in force is stamped on every "
+    "record (environment.cpu). See README, 'Across machines'."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="seps-bench",
@@ -44,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_, add_args, runner) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        epilog = FLOAT_PATH_HELP if name in COMPUTING_COMMANDS else None
+        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog)
         add_args(p)
         p.add_argument(
             "--debug",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..train.pretrain import RECIPES, ensure_pretrained, is_complete, pretrained_dir
+from ..float_path import check_in_force
+from ..prebuild import build_checked
+from ..train.pretrain import RECIPES, is_complete, pretrained_dir
 from .registry import command
 
 
@@ -38,7 +40,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         return 0
     if args.recipe not in RECIPES:
         raise ValueError(f"recipe {args.recipe!r}: unknown; known: {', '.join(sorted(RECIPES))}")
-    folder = ensure_pretrained(args.recipe, args.root, progress=not args.no_progress)
+    check_in_force()
+    folder = build_checked(args.recipe, args.root, progress=not args.no_progress)
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     print(
         f"{args.recipe}: {folder} (trained in {meta['train_seconds']:.0f} s, "

@@ -19,6 +19,7 @@ from typing import Any
 from ..config import PRESETS, SEPSConfig, get_config, parse_override
 from ..devices import check_device, resolve_device
 from ..evaluate import DENSE_SOURCES
+from ..float_path import check_in_force
 from ..model import ModelSpec, SEPSModel, build_model
 from ..official import (
     OFFICIAL_EVAL_MAX_WORDS,
@@ -122,6 +123,7 @@ def _summary(result: dict[str, Any]) -> str:
 @command("train", "train one variant and evaluate it (writes <out>/result.json)", _add_train_args)
 def _run_train(args: argparse.Namespace) -> int:
     check_device(args.device)
+    check_in_force()
     seps_cfg = get_config(args.preset, **dict(parse_override(s) for s in args.set))
     cfg = train_config_from_args(args)
     prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.prebuild
@@ -256,6 +258,7 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, SEPSModel, Any, 
 
 @command("eval", "evaluate a checkpoint under a dense-caption protocol", _add_eval_args)
 def _run_eval(args: argparse.Namespace) -> int:
+    check_in_force()
     cfg, model, tokenizer, data_dir = _eval_setup(args)
     device = resolve_device(cfg.device)
     model = model.to(device)

@@ -1,0 +1,132 @@
+"""Pinning the CPU float path, so that a record reproduces bit for bit on other x86 CPUs.
+
+Why: PyTorch, MKL, oneDNN and numpy each pick their CPU kernels by instruction set
+(and MKL also by CPU vendor and model). The kernels sum in different orders, so the same
+run gives other last bits on another CPU, and a few hundred training steps grow them
+into other metrics (:mod:`seps.provenance` has the measured case). Each library can be
+told which path to take, through an environment variable read when it first computes:
+
+============================  ======================  ====================================
+variable                      ``portable``            effect
+============================  ======================  ====================================
+``ATEN_CPU_CAPABILITY``       ``avx2``                PyTorch's CPU kernels: the AVX2 build
+``MKL_CBWR``                  ``COMPATIBLE,STRICT``   MKL's reproducibility mode on its
+                                                      one SSE2 branch for every vendor
+``ONEDNN_MAX_CPU_ISA``        ``AVX2``                oneDNN (convolutions): at most AVX2
+``NPY_DISABLE_CPU_FEATURES``  ``X86_V4 ...``          numpy: no AVX-512 dispatch targets
+============================  ======================  ====================================
+
+MKL is the narrow one: its documentation offers branches other than ``AUTO`` and
+``COMPATIBLE`` on Intel CPUs only and silently takes ``AUTO`` elsewhere (measured here:
+``MKL_CBWR=AVX2`` on AMD EPYC changes a run's last bits against the native path, as
+``AUTO``'s reproducibility mode does), so only ``COMPATIBLE`` names the same code on
+both vendors. It costs speed: the ``paper`` head's evaluation of 200 images (1,000 captions) took
+2.9-3.8 s pinned against 2.1-2.5 s native on AMD EPYC (a few runs each, idle machine),
+MKL's SSE2 GEMMs being about 2.8x slower than its AVX2 ones.
+
+``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
+sets those not already set, and ``seps/__init__.py`` calls it before anything imports
+torch, so the command line (``seps-bench``, ``python -m seps``) always gets it.
+``SEPS_FLOAT_PATH`` unset or ``native`` leaves every library to its own choice (the
+committed records were made so). :func:`check_in_force` is the runner's guard: it
+refuses a run whose pin did not take effect (torch imported earlier by a host program,
+a variable set to something else, a CPU without AVX2), since the record would claim a
+float path it did not have.
+
+*Decision* (nothing in SPEC.md is about this): AVX2 is the level of PyTorch's and
+oneDNN's kernels because every x86-64 CPU of the last decade has it; the pin is opt-in,
+so that records made natively (all committed ones) keep reproducing on their own
+machines, and a pinned run is a float path of its own (it differs from the native one
+even on an AVX2 CPU, through MKL). Not yet checked on a second CPU type: that a pinned
+run on an Intel CPU equals one on an AMD CPU is what MKL's and PyTorch's documentation
+promise, not something measured here.
+This module imports nothing heavy: it must run before torch is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+
+__all__ = ["ENV_VAR", "FLOAT_PATHS", "apply_requested", "check_in_force", "requested"]
+
+#: The environment variable that names the float path.
+ENV_VAR = "SEPS_FLOAT_PATH"
+
+#: Each float path's environment: the variables it sets, with their values.
+FLOAT_PATHS: dict[str, dict[str, str]] = {
+    "native": {},
+    "portable": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_CBWR": "COMPATIBLE,STRICT",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        # numpy 2 groups AVX-512 as X86_V4 and two later targets; a name this CPU lacks is
+        # ignored, so the same value serves every machine.
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+    },
+}
+
+#: torch's ``get_cpu_capability()`` under each pinned path.
+_TORCH_CAPABILITY = {"portable": "AVX2"}
+
+
+def requested(environ: Mapping[str, str] | None = None) -> str:
+    """The float path ``SEPS_FLOAT_PATH`` asks for (``native`` when unset or empty).
+
+    Raises:
+        ValueError: an unknown name, with the allowed ones.
+    """
+    env = os.environ if environ is None else environ
+    name = (env.get(ENV_VAR) or "native").strip().lower()
+    if name not in FLOAT_PATHS:
+        raise ValueError(
+            f"environment variable {ENV_VAR}: invalid value {env.get(ENV_VAR)!r}; "
+            f"allowed: {', '.join(FLOAT_PATHS)}"
+        )
+    return name
+
+
+def apply_requested(environ: MutableMapping[str, str] | None = None) -> None:
+    """Set the requested path's variables that are not set yet; never raises (an unknown
+    name or a conflicting value is reported by :func:`check_in_force`, where a one-line
+    error can be shown)."""
+    env = os.environ if environ is None else environ
+    try:
+        name = requested(env)
+    except ValueError:
+        return
+    for key, value in FLOAT_PATHS[name].items():
+        env.setdefault(key, value)
+
+
+def check_in_force(environ: Mapping[str, str] | None = None) -> str:
+    """The float path in force, after checking that the requested one took effect.
+
+    Returns:
+        the path's name (``native`` or ``portable``).
+
+    Raises:
+        ValueError: a variable set to another value than the pin's (named, with the value
+            expected), or torch not running its AVX2 kernels (torch was
+            imported before ``SEPS_FLOAT_PATH`` was applied, or the CPU has no AVX2) under
+            ``portable``.
+    """
+    env = os.environ if environ is None else environ
+    name = requested(env)
+    for key, value in FLOAT_PATHS[name].items():
+        if env.get(key) != value:
+            raise ValueError(
+                f"{ENV_VAR}={name} needs environment variable {key}={value!r}, found "
+                f"{env.get(key)!r}; unset {key} or {ENV_VAR}"
+            )
+    want = _TORCH_CAPABILITY.get(name)  # MKL's branch cannot be read back from Python
+    if want is not None and "torch" in sys.modules:
+        have = sys.modules["torch"].backends.cpu.get_cpu_capability()
+        if have != want:
+            raise ValueError(
+                f"{ENV_VAR}={name}: torch runs its {have} kernels, expected {want} (set "
+                f"{ENV_VAR} before Python imports torch, e.g. on the command line; a CPU "
+                "without AVX2 cannot take this path)"
+            )
+    return name
