@@ -46,7 +46,8 @@ def build_checked(name: str, root: str | Path | None = None, *, progress: bool =
     :func:`seps.provenance.cpu_identity`). A cached build whose file names another float
     path is refused: its weights come from that path, so a run pinned to this one
     (``SEPS_FLOAT_PATH``) would start from weights no other machine on this path makes.
-    A build without the file (made before it existed) is used as it is.
+    A build without the file (made before it existed, natively as far as anyone knows)
+    is used as it is by a native run and refused by a pinned one.
 
     Raises:
         ValueError: the cached build's float path differs from this one's.
@@ -60,6 +61,13 @@ def build_checked(name: str, root: str | Path | None = None, *, progress: bool =
         atomic_write_json(stamp_file, {"cpu": here})
         return folder
     if not stamp_file.is_file():
+        if float_path_key(here)[0] == "pinned":  # type: ignore[index]
+            # Made before builds named their path: natively, as far as anyone knows.
+            raise ValueError(
+                f"{folder}: built before pretraining builds named their float path (no "
+                f"{BUILT_ON}), so not known to be on this pinned one; move the folder aside "
+                "to build it here (SEPS_FLOAT_PATH: README, 'Across machines')"
+            )
         return folder
     try:
         there = json.loads(stamp_file.read_text()).get("cpu")

@@ -623,8 +623,9 @@ def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(root, 
     )
 
 
-def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe):
+def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, monkeypatch):
     """A run pinned to one float path must not start from weights another path made."""
+    from seps.float_path import FLOAT_PATHS
     from seps.prebuild import BUILT_ON, build_checked
     from seps.provenance import cpu_identity
 
@@ -637,5 +638,12 @@ def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe):
     with pytest.raises(ValueError, match=r"built on another float path \(Some Other CPU .*; "
                        r"move the folder aside to build it here"):  # fmt: skip
         build_checked("tiny-test", progress=False)
-    stamp_file.unlink()  # a build from before the stamp existed is used as it is
+    stamp_file.unlink()  # a build from before the stamp existed is used as it is...
     assert build_checked("tiny-test", progress=False) == folder
+    import seps.prebuild
+
+    pinned = {**cpu_identity(), "overrides": {**FLOAT_PATHS["portable"]}}
+    monkeypatch.setattr(seps.prebuild, "cpu_identity", lambda: pinned)
+    unknown = r"built before pretraining builds named their float path \(no built_on.json\)"
+    with pytest.raises(ValueError, match=unknown):
+        build_checked("tiny-test", progress=False)  # ...but not by a pinned run
