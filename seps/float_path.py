@@ -20,9 +20,11 @@ MKL is the narrow one: its documentation offers branches other than ``AUTO`` and
 ``COMPATIBLE`` on Intel CPUs only and silently takes ``AUTO`` elsewhere (measured here:
 ``MKL_CBWR=AVX2`` on AMD EPYC changes a run's last bits against the native path, as
 ``AUTO``'s reproducibility mode does), so only ``COMPATIBLE`` names the same code on
-both vendors. It costs speed: the ``paper`` head's evaluation of 200 images (1,000 captions) took
-2.9-3.8 s pinned against 2.1-2.5 s native on AMD EPYC (a few runs each, idle machine),
-MKL's SSE2 GEMMs being about 2.8x slower than its AVX2 ones.
+both vendors. It costs little overall although MKL's SSE2 GEMMs are about 2.8x slower than its
+AVX2 ones: pinned over native, paired whole-process runs on AMD EPYC, idle machine,
+1.09x wall (median of 6 pairs, 1.05-1.29) for the ``laps``, ``code`` and ``paper``
+heads' evaluation of 200 images under ``candidate``, and 1.02x (5 pairs, 0.86-1.11) for
+a smoke-sized ``paper`` run (40 training steps at 48 px and its evaluation).
 
 ``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
 sets those not already set, and ``seps/__init__.py`` calls it before anything imports

@@ -24,6 +24,7 @@ from . import (  # noqa: F401  (each registers its command)
     ratio_scale,
     report,
     run,
+    same_bits,
     scorecard,
     text_only,
     train,

@@ -1,0 +1,64 @@
+"""``seps-bench same-bits``: did a rerun give the same bits as the stored records?
+
+Dispatches to :func:`seps.report.same_bits.compare_stores`; this file holds only the
+command line (arguments, the table, the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tabulate import tabulate
+
+from ..formatting import fmt_n
+from ..report.same_bits import Pair, compare_stores
+from .registry import command
+
+
+def _add_same_bits_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("first", help="a result store, e.g. results (the committed records)")
+    p.add_argument(
+        "second",
+        help="another result store, e.g. the --results folder of a rerun "
+        "(`seps-bench run MATRIX --only RUN --seeds S --results NEWDIR`)",
+    )
+
+
+def _yes(flag: bool | None) -> str:
+    return "not recorded" if flag is None else ("yes" if flag else "no")
+
+
+def _row(p: Pair) -> list[str]:
+    if p.same:
+        return [p.name, "same bits", "", "", "", ""]
+    return [
+        p.name,
+        "differ",
+        p.first_difference or "",
+        _yes(p.same_code),
+        _yes(p.same_float_path)
+        + (f" ({p.cpu_a} / {p.cpu_b})" if p.same_float_path is False else ""),
+        _yes(p.same_weights),
+    ]
+
+
+@command(
+    "same-bits",
+    "compare two result stores record by record: metrics and training history bitwise "
+    "(times left out), and where they differ, whether code version, CPU float path and "
+    "pretrained weights match; exit 1 when any record differs",
+    _add_same_bits_args,
+)
+def _run_same_bits(args: argparse.Namespace) -> int:
+    pairs, only_a, only_b = compare_stores(args.first, args.second)
+    headers = ["record", "result", "first difference", "same code", "same float path",
+               "same weights"]  # fmt: skip
+    if pairs:
+        print(tabulate([_row(p) for p in pairs], headers=headers, tablefmt="github"))
+    differ = sum(not p.same for p in pairs)
+    print(
+        f"{fmt_n(len(pairs), 'record')} in both stores: {len(pairs) - differ} with the same "
+        f"bits, {differ} different; not compared: {only_a} only in {args.first}, "
+        f"{only_b} only in {args.second}"
+    )
+    return 1 if differ else 0

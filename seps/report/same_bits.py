@@ -1,0 +1,128 @@
+"""Whether a rerun gave the same bits: two result stores compared record by record.
+
+The check a reviewer makes of a reproduction ("rerun one committed run at HEAD into a
+new folder; are its metrics bitwise the committed ones?"), as a pure function over two
+stores. Records are paired by their place in the store (``<matrix>/<run>-<key>-s<seed>.json``:
+the key fixes the configs, so equal names are the same run). Compared exactly: every
+metric and every number of the training history (losses, keep ratios, gradient norms,
+validation recalls, per epoch and per logged step); left out: wall times and
+throughputs, which no two runs share. Where the bits differ, the row also says whether
+the two records came from the same code version, float path and pretrained weights
+(:mod:`seps.provenance`), the three things besides the configs that decide them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..provenance import cpu_label, float_path_key
+from ..store import RecordError, scan_records
+from ..version import VERSION_KEY
+
+__all__ = ["Pair", "compare_records", "compare_stores", "numbers"]
+
+#: History and metric keys that measure time, not the model: never compared.
+_TIMING = re.compile(r"seconds|per_second")
+
+
+def numbers(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's metrics and training history flattened to ``{path: value}``
+    (``metrics.rsum``, ``history.1.steps_log.3.loss``, ...), timing fields left out."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not _TIMING.search(str(k)):
+                    walk(f"{prefix}.{k}", v)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(f"{prefix}.{i}", v)
+        else:
+            out[prefix] = value
+
+    walk("metrics", record.get("metrics") or {})
+    walk("history", record.get("history") or [])
+    return out
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One record present in both stores, and how the two compare."""
+
+    name: str  # <matrix>/<file name>
+    same: bool
+    first_difference: str | None  # "metrics.rsum: 173.62 vs 186.4", or None
+    same_code: bool
+    same_float_path: bool | None  # None: a record does not say (made before the stamp)
+    same_weights: bool | None  # None: a record with pretraining does not say
+    cpu_a: str
+    cpu_b: str
+
+
+def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
+    """:class:`Pair` of two records of the same run."""
+    na, nb = numbers(a), numbers(b)
+    first = None
+    # rSum first, then the other metrics, then the history: the line a reader wants.
+    order = ["metrics.rsum", *na, *nb]
+    for key in dict.fromkeys(order):
+        if na.get(key, "missing") != nb.get(key, "missing"):
+            first = f"{key}: {na.get(key, 'missing')} vs {nb.get(key, 'missing')}"
+            break
+    cpu_a, cpu_b = (r.get("environment", {}).get("cpu") for r in (a, b))
+    keys = float_path_key(cpu_a), float_path_key(cpu_b)
+    return Pair(
+        name=name,
+        same=first is None,
+        first_difference=first,
+        same_code=a.get(VERSION_KEY) == b.get(VERSION_KEY),
+        same_float_path=None if None in keys else keys[0] == keys[1],
+        same_weights=_same_weights(a, b),
+        cpu_a=cpu_label(cpu_a),
+        cpu_b=cpu_label(cpu_b),
+    )
+
+
+def _same_weights(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
+    fa, fb = a.get("pretrain_fingerprint"), b.get("pretrain_fingerprint")
+    if fa == fb:
+        return True
+    pretrained = any((r.get("train_config") or {}).get("pretrain") for r in (a, b))
+    return None if pretrained and None in (fa, fb) else False
+
+
+def _records(store: Path) -> tuple[dict[str, dict[str, Any]], list[RecordError]]:
+    found: dict[str, dict[str, Any]] = {}
+    errors: list[RecordError] = []
+    folders = [p for p in sorted(Path(store).iterdir()) if p.is_dir()]
+    for folder in folders:
+        good, bad = scan_records(folder)
+        errors += bad
+        for path, rec in good:
+            found[f"{folder.name}/{path.name}"] = rec
+    return found, errors
+
+
+def compare_stores(a: str | Path, b: str | Path) -> tuple[list[Pair], int, int]:
+    """Every record present in both stores, compared; with the counts of records only in
+    ``a`` and only in ``b`` (not compared: a rerun is usually of a few runs).
+
+    Raises:
+        ValueError: a store is not a folder, or holds an unreadable record (named).
+    """
+    stores = []
+    for label, path in (("first store", a), ("second store", b)):
+        if not Path(path).is_dir():
+            raise ValueError(f"{path}: not a folder ({label}); expected a result store")
+        found, errors = _records(Path(path))
+        if errors:
+            raise ValueError(f"{errors[0]} (in the {label})")
+        stores.append(found)
+    ra, rb = stores
+    both = sorted(set(ra) & set(rb))
+    pairs = [compare_records(name, ra[name], rb[name]) for name in both]
+    return pairs, len(set(ra) - set(rb)), len(set(rb) - set(ra))
