@@ -20,11 +20,14 @@ MKL is the narrow one: its documentation offers branches other than ``AUTO`` and
 ``COMPATIBLE`` on Intel CPUs only and silently takes ``AUTO`` elsewhere (measured here:
 ``MKL_CBWR=AVX2`` on AMD EPYC changes a run's last bits against the native path, as
 ``AUTO``'s reproducibility mode does), so only ``COMPATIBLE`` names the same code on
-both vendors. It costs little overall although MKL's SSE2 GEMMs are about 2.8x slower than its
-AVX2 ones: pinned over native, paired whole-process runs on AMD EPYC, idle machine,
-1.09x wall (median of 6 pairs, 1.05-1.29) for the ``laps``, ``code`` and ``paper``
-heads' evaluation of 200 images under ``candidate``, and 1.02x (5 pairs, 0.86-1.11) for
-a smoke-sized ``paper`` run (40 training steps at 48 px and its evaluation).
+both vendors. What it costs depends on how much of the work is GEMMs, MKL's SSE2 ones
+being about 2.8x slower than its AVX2 ones. Pinned over native on AMD EPYC: 1.09x wall
+(paired whole-process runs, idle machine, median of 6 pairs, 1.05-1.29) for the
+``laps``, ``code`` and ``paper`` heads' evaluation of 200 images under ``candidate``;
+1.02x (5 pairs, 0.86-1.11) for a smoke-sized ``paper`` run (40 training steps at 48 px
+and its evaluation); but about 1.9x for the ``synth-48`` pretraining, batch-96 backbone
+GEMMs throughout (3,920 s against 2,066 s on the builds' own clocks, one build each,
+niced tests beside part of the pinned one: not a benchmark).
 
 ``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
 sets those not already set, and ``seps/__init__.py`` calls it before anything imports
