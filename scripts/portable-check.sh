@@ -5,8 +5,9 @@
 # so the pinned pretraining build never meets the native one in data/pretrained/.
 #   scripts/portable-check.sh            smoke records only: about a minute
 #   scripts/portable-check.sh --standard also the standard-profile seed-0 records: the
-#                                        synth-48 pretraining built pinned (about 40 min on
-#                                        2 cores) and three runs (about 10 min)
+#                                        synth-48 pretraining built pinned (about 65 min on
+#                                        the AMD EPYC that made them) and three runs
+#                                        (about 12 min)
 # Exit status: 0 when every compared record has the same bits, 1 when one differs.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
