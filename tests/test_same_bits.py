@@ -101,3 +101,9 @@ def test_same_bits_help_explains_both_stores(flag, capsys):
         main(["same-bits", flag])
     out = capsys.readouterr().out
     assert "--results NEWDIR" in out and "exit 1 when any record differs" in out
+
+
+def test_a_record_without_an_environment_compares_with_its_float_path_unknown():
+    bare = {**_record(), "environment": None}
+    pair = compare_records("m/r", bare, _record(rsum=181.0))
+    assert not pair.same and pair.same_float_path is None

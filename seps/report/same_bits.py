@@ -73,7 +73,7 @@ def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
         if na.get(key, "missing") != nb.get(key, "missing"):
             first = f"{key}: {na.get(key, 'missing')} vs {nb.get(key, 'missing')}"
             break
-    cpu_a, cpu_b = (r.get("environment", {}).get("cpu") for r in (a, b))
+    cpu_a, cpu_b = ((r.get("environment") or {}).get("cpu") for r in (a, b))
     keys = float_path_key(cpu_a), float_path_key(cpu_b)
     return Pair(
         name=name,
