@@ -758,3 +758,19 @@ def test_stale_records_set_aside_are_not_read(env):
     shutil.copy(f, d / (f.stem + ".stale.json"))
     shutil.copy(f, d / (f.stem + ".stale.1.json"))
     assert len(load_results(env["results"], "mini")) == before
+
+
+def test_the_text_only_matcher_line_is_given_per_profile_when_profiles_mix():
+    import pandas as pd
+
+    from seps.report.prose import _text_only_lines
+
+    rows = [("standard", s, 320.0 + s) for s in range(3)] + [("smoke", 0, 480.0)] * 2
+    df = pd.DataFrame(rows, columns=["profile", "seed", "text_only_rsum"])
+    lines = _text_only_lines(df)
+    assert len(lines) == 2
+    assert "(profile `smoke`)" in lines[0] and "rSum 480.0 ± n/a over 1 test" in lines[0]
+    assert "(profile `standard`)" in lines[1] and "over 3 test split(s)" in lines[1]
+    # one profile: one line, as before (committed reports keep their bytes)
+    one = _text_only_lines(df[df["profile"] == "standard"])
+    assert len(one) == 1 and one[0].startswith("- **text-only matcher** (`seps.baselines`")
