@@ -14,29 +14,28 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
-from safetensors.torch import load_file
-from transformers import BertModel
 
 from seps.encoders import build_image_encoder, build_text_encoder
 from seps.metrics import recall_at_k
 from seps.text import load_tokenizer
 from seps.train.data import load, prepare_data_dir, split_tensors
-from seps.train.pretrain import PROJECTIONS, late_interaction
+from seps.train.pretrain import PROJECTIONS, late_interaction, load_projections
 from seps.train_config import TrainConfig
 
 
 def _encoders(folder: Path, vocab: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The build's encoders, loaded as a run loads them (weights, then projections)."""
     r = json.loads((folder / "meta.json").read_text())["values"]
-    img = build_image_encoder(r["backbone"], r["embed_size"], image_size=r["image_size"])
-    img.visual_encoder.load_state_dict(load_file(str(folder / "vision.safetensors")))
-    txt = build_text_encoder(r["text_backbone"], r["embed_size"], vocab)
-    txt.bert = BertModel.from_pretrained(str(folder / "text"))
-    proj = load_file(str(folder / PROJECTIONS))
-    for prefix, module in (("vision_proj.", img.vision_proj), ("fc.", txt.fc)):
-        own = {k[len(prefix) :]: v for k, v in proj.items() if k.startswith(prefix)}
-        module.load_state_dict(own)
+    img = build_image_encoder(
+        r["backbone"], r["embed_size"], image_size=r["image_size"],
+        pretrained=str(folder / "vision.safetensors"),
+    )  # fmt: skip
+    txt = build_text_encoder(str(folder / "text"), r["embed_size"], vocab)
+    if not load_projections(SimpleNamespace(img_enc=img, txt_enc=txt), folder):
+        raise ValueError(f"{folder / PROJECTIONS}: shapes do not fit embed_size")
     return img.eval(), txt.eval()
 
 
