@@ -11,6 +11,10 @@ about it: their ``pretrain_fingerprint`` is the variant's, and the variant's
     python experiments/build_variant.py --root /tmp/b1 --set seed=1
     cd /tmp/b1 && seps-bench run seven-differences --profile standard --only laps --seeds 0
 
+``--keep-tokens 0.5`` changes the objective rather than a recipe field (see
+:func:`token_subset_objective`); the build's ``meta.json`` then says so under
+``objective``.
+
 The data folders the runs need are linked from ``--data`` (default ``data/`` here), so
 nothing is generated twice.
 """
@@ -19,8 +23,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import math
 import sys
 from pathlib import Path
+
+import torch
+from torch import Tensor
 
 from seps.train import pretrain as P
 
@@ -34,6 +43,35 @@ def _value(text: str) -> object:
     return text
 
 
+def token_subset_objective(keep: float):
+    """A late interaction over a random ``keep`` share of each image's patch tokens.
+
+    Replaces :func:`seps.train.pretrain.late_interaction` for the build only: each step,
+    every image of the batch keeps ``ceil(keep * N)`` of its ``N`` patch tokens, drawn
+    uniformly from the torch generator the build seeds (so the build stays
+    deterministic), plus its ``[CLS]`` token when the backbone has one (SEPS never
+    drops it). The question it answers: does a backbone whose tokens must retrieve
+    from a random half of themselves make SEPS's patch slimming cheaper, as a ViT
+    pretrained at scale (whose patch tokens carry their context) does?
+    """
+    full = P.late_interaction
+
+    def late_interaction(img: Tensor, words: Tensor, lens: Tensor) -> Tensor:
+        if not torch.is_grad_enabled():
+            return full(img, words, lens)
+        n_tok = img.shape[1]
+        cls = int(math.isqrt(n_tok) ** 2 != n_tok)  # [CLS] first when L_v is not square
+        n = n_tok - cls
+        k = math.ceil(keep * n)
+        order = torch.rand(img.shape[0], n).argsort(dim=1)[:, :k] + cls
+        if cls:
+            order = torch.cat([torch.zeros(img.shape[0], 1, dtype=order.dtype), order], 1)
+        kept = img.gather(1, order[..., None].expand(-1, -1, img.shape[2]))
+        return full(kept, words, lens)
+
+    return late_interaction
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True, help="scratch folder (created; must not hold a build)")
@@ -44,6 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="FIELD=VALUE",
         help="a recipe field to change (repeatable), e.g. seed=1",
+    )
+    ap.add_argument(
+        "--keep-tokens",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="pretrain the late interaction over a random SHARE of each image's patch "
+        "tokens per step (token_subset_objective); default: all tokens, as the recipe",
     )
     ap.add_argument("--data", default="data", help="folder whose synth-* datasets are linked")
     ap.add_argument("--progress", action="store_true", help="show the build's progress bar")
@@ -69,7 +115,19 @@ def main(argv: list[str] | None = None) -> int:
             link.symlink_to(d.resolve())
     # Built under its own name (meta.json says "synth-48-variant" and lists the values),
     # then placed where the runner looks for the recipe it varies.
+    if args.keep_tokens is not None:
+        if not 0.0 < args.keep_tokens <= 1.0:
+            ap.error(f"--keep-tokens {args.keep_tokens}: expected a share in (0, 1]")
+        P.late_interaction = token_subset_objective(args.keep_tokens)
     P._build(name, target, args.progress)
+    if args.keep_tokens is not None:
+        # The objective is not a recipe field: say so where the build describes itself
+        # (meta.json is not among the fingerprinted weight files).
+        meta_path = target / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["objective"] = {"token_subset_objective": {"keep": args.keep_tokens}}
+        meta_path.write_text(json.dumps(meta, indent=2))
+        changes["keep_tokens"] = args.keep_tokens
     print(f"{target}: {changes}")
     return 0
 

@@ -5,6 +5,16 @@ SEPS head and no fine-tuning: what the backbones retrieve on their own.
 
     python experiments/zero_shot.py data/pretrained/synth-48-9c469803d9455b2a --seeds 0,1
 
+With ``--keep``, the image side keeps half of its patch tokens (``ceil(N/2)``, as the
+SEPS head's ``sparse_ratio=0.5``; ``[CLS]`` always kept) before the late interaction:
+
+- ``all``: every token (the default, the pretraining's own score);
+- ``self-attention``: the half most similar to the image's mean patch token, the image
+  prior of SEPS's patch score (``seps.selection.image_self_attention``, SPEC.md step 2),
+  i.e. what the selection keeps before any text or learned predictor has a say;
+- ``random``: a seeded random half (the same draw for every build);
+- ``least-attended``: the other half (the patches that prior drops).
+
 An experiment tool, not part of the suite (no record stores its numbers).
 """
 
@@ -20,6 +30,7 @@ import torch
 
 from seps.encoders import build_image_encoder, build_text_encoder
 from seps.metrics import recall_at_k
+from seps.selection import image_self_attention, split_cls_token
 from seps.text import load_tokenizer
 from seps.train.data import load, prepare_data_dir, split_tensors
 from seps.train.pretrain import PROJECTIONS, late_interaction, load_projections
@@ -39,8 +50,29 @@ def _encoders(folder: Path, vocab: int) -> tuple[torch.nn.Module, torch.nn.Modul
     return img.eval(), txt.eval()
 
 
-def zero_shot_rsum(folder: Path, seed: int, synth_images: int = 10000) -> float:
-    """rSum of the build at ``folder`` on the test split of the standard profile's seed."""
+KEEPS = ("all", "self-attention", "random", "least-attended")
+
+
+def keep_half(imgs: torch.Tensor, keep: str) -> torch.Tensor:
+    """``imgs (B, L_v, C)`` with half of the patch tokens kept as ``keep`` says (above)."""
+    if keep == "all":
+        return imgs
+    cls, x = split_cls_token(imgs)
+    n = x.shape[1]
+    k = (n + 1) // 2
+    if keep == "random":
+        score = torch.rand(x.shape[:2], generator=torch.Generator().manual_seed(0))
+    else:
+        score = image_self_attention(x)
+        score = score if keep == "self-attention" else -score
+    idx = score.topk(k, dim=1).indices
+    kept = x.gather(1, idx[..., None].expand(-1, -1, x.shape[2]))
+    return kept if cls is None else torch.cat([cls[:, None], kept], 1)
+
+
+def zero_shot_rsum(folder: Path, seed: int, synth_images: int = 10000, keep: str = "all") -> float:
+    """rSum of the build at ``folder`` on the test split of the standard profile's seed,
+    the image side reduced by :func:`keep_half` (``keep``)."""
     tok = load_tokenizer(str(folder / "tokenizer"))
     cfg = TrainConfig(synth_images=synth_images, synth_seed=seed, image_size=48, seed=seed,
                       progress=False)  # fmt: skip
@@ -51,6 +83,7 @@ def zero_shot_rsum(folder: Path, seed: int, synth_images: int = 10000) -> float:
     with torch.no_grad():
         imgs = torch.cat([img_enc(split.images.batch(list(range(i, min(i + 100, n)))))
                           for i in range(0, n, 100)])  # fmt: skip
+        imgs = keep_half(imgs, keep)
         cols = []
         for t in range(0, n_caps, 250):
             ids, lens = split.captions.batch(list(range(t, min(t + 250, n_caps))))
@@ -62,10 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs="+", type=Path, help="pretraining build folders")
     ap.add_argument("--seeds", default="0", help="standard seeds whose test split is used")
+    ap.add_argument(
+        "--keep", default="all", help=f"comma-separated token halves to score: {', '.join(KEEPS)}"
+    )
     args = ap.parse_args(argv)
+    keeps = args.keep.split(",")
+    for k in keeps:
+        if k not in KEEPS:
+            ap.error(f"--keep {k!r}: expected one of {', '.join(KEEPS)}")
     for folder in args.builds:
         for seed in (int(s) for s in args.seeds.split(",")):
-            print(f"{folder}\tseed {seed}\tzero-shot rSum {zero_shot_rsum(folder, seed):.1f}")
+            for k in keeps:
+                rsum = zero_shot_rsum(folder, seed, keep=k)
+                print(f"{folder}\tseed {seed}\tkeep {k}\tzero-shot rSum {rsum:.1f}")
     return 0
 
 
