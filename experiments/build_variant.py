@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from seps.selection import split_cls_token
 from seps.train import pretrain as P
 
 
@@ -59,15 +60,11 @@ def token_subset_objective(keep: float):
     def late_interaction(img: Tensor, words: Tensor, lens: Tensor) -> Tensor:
         if not torch.is_grad_enabled():
             return full(img, words, lens)
-        n_tok = img.shape[1]
-        cls = int(math.isqrt(n_tok) ** 2 != n_tok)  # [CLS] first when L_v is not square
-        n = n_tok - cls
-        k = math.ceil(keep * n)
-        order = torch.rand(img.shape[0], n).argsort(dim=1)[:, :k] + cls
-        if cls:
-            order = torch.cat([torch.zeros(img.shape[0], 1, dtype=order.dtype), order], 1)
-        kept = img.gather(1, order[..., None].expand(-1, -1, img.shape[2]))
-        return full(kept, words, lens)
+        cls, x = split_cls_token(img)
+        k = math.ceil(keep * x.shape[1])
+        order = torch.rand(x.shape[:2]).argsort(dim=1)[:, :k]
+        kept = x.gather(1, order[..., None].expand(-1, -1, x.shape[2]))
+        return full(kept if cls is None else torch.cat([cls[:, None], kept], 1), words, lens)
 
     return late_interaction
 

@@ -70,9 +70,11 @@ def keep_half(imgs: torch.Tensor, keep: str) -> torch.Tensor:
     return kept if cls is None else torch.cat([cls[:, None], kept], 1)
 
 
-def zero_shot_rsum(folder: Path, seed: int, synth_images: int = 10000, keep: str = "all") -> float:
+def zero_shot_rsums(
+    folder: Path, seed: int, keeps: tuple[str, ...] = ("all",), synth_images: int = 10000
+) -> dict[str, float]:
     """rSum of the build at ``folder`` on the test split of the standard profile's seed,
-    the image side reduced by :func:`keep_half` (``keep``)."""
+    per ``keep`` (:func:`keep_half`); the images and captions are encoded once for all."""
     tok = load_tokenizer(str(folder / "tokenizer"))
     cfg = TrainConfig(synth_images=synth_images, synth_seed=seed, image_size=48, seed=seed,
                       progress=False)  # fmt: skip
@@ -83,12 +85,16 @@ def zero_shot_rsum(folder: Path, seed: int, synth_images: int = 10000, keep: str
     with torch.no_grad():
         imgs = torch.cat([img_enc(split.images.batch(list(range(i, min(i + 100, n)))))
                           for i in range(0, n, 100)])  # fmt: skip
-        imgs = keep_half(imgs, keep)
-        cols = []
+        texts = []
         for t in range(0, n_caps, 250):
             ids, lens = split.captions.batch(list(range(t, min(t + 250, n_caps))))
-            cols.append(late_interaction(imgs, txt_enc(ids, lens), lens))
-    return recall_at_k(torch.cat(cols, 1).numpy(), 5)["rsum"]
+            texts.append((txt_enc(ids, lens), lens))
+        out = {}
+        for keep in keeps:
+            kept = keep_half(imgs, keep)
+            sims = torch.cat([late_interaction(kept, w, lens) for w, lens in texts], 1)
+            out[keep] = recall_at_k(sims.numpy(), 5)["rsum"]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--keep {k!r}: expected one of {', '.join(KEEPS)}")
     for folder in args.builds:
         for seed in (int(s) for s in args.seeds.split(",")):
-            for k in keeps:
-                rsum = zero_shot_rsum(folder, seed, keep=k)
+            for k, rsum in zero_shot_rsums(folder, seed, tuple(keeps)).items():
                 print(f"{folder}\tseed {seed}\tkeep {k}\tzero-shot rSum {rsum:.1f}")
     return 0
 
