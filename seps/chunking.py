@@ -13,12 +13,16 @@ text side, none of which changes a similarity:
 - :func:`dense_runs`: the runs of identical consecutive dense captions, whose dense
   branch evaluation computes once per run;
 - :class:`ClsColumns`: the ``[CLS]`` column of the patch-word scores, held for one
-  block of images at a time.
+  block of images at a time;
+- :class:`TextReuse`: the text-only work of one call kept for the next calls on the
+  same texts (evaluation calls the head once per image under ``candidate``).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -26,7 +30,14 @@ from torch import Tensor
 from .alignment import cls_word_scores
 from .selection import l2n, length_mask
 
-__all__ = ["ClsColumns", "TextBatch", "auto_chunk_size", "dense_runs", "order_by_length"]
+__all__ = [
+    "ClsColumns",
+    "TextBatch",
+    "TextReuse",
+    "auto_chunk_size",
+    "dense_runs",
+    "order_by_length",
+]
 
 
 class TextBatch:
@@ -153,3 +164,78 @@ class ClsColumns:
             self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
             self._start = start
         return self._cols[v - start][sl]
+
+
+def is_expanded(t: TextBatch) -> bool:
+    """One caption expanded over every text (stride 0): the ``candidate`` protocol's
+    dense caption of one image, cheap to handle whole and new in every call."""
+    return t.raw.stride(0) == 0 and t.lens.stride(0) == 0
+
+
+class TextReuse:
+    """Text-only results of one head call, reused by later calls on the same texts.
+
+    Why: under ``candidate`` evaluation calls the head once per image with the same
+    sparse captions (only the dense caption, expanded, changes), and each call repeated
+    the text-only work: the ``TextBatch`` with its normalised words and mask, the order
+    by length and its gathers, and ``text_global`` in float64, together about 40% of a
+    ``code``-preset call. Results are keyed by the identity and version counter of the
+    tensors they were computed from, and those tensors are held here so that an
+    identity is not reused while the memo lives: a hit returns the very object the
+    first call computed, so every similarity is the same to the bit. Expanded captions
+    (:func:`is_expanded`) are never keys: they change every call and cost little.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[Hashable, ...], tuple[tuple[Any, ...], Any]] = {}
+        self._owned: set[int] = set()  # ids of the TextBatches made here (held by _memo)
+
+    def owns(self, t: TextBatch) -> bool:
+        """Whether ``t`` was made here, so that results keyed by it can be reused (a
+        batch made elsewhere is likely new in every call: keying by it would only
+        hold it)."""
+        return id(t) in self._owned
+
+    def get(self, tag: str, sources: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()``'s value for ``sources``, computed on the first call only."""
+        key = (tag, *((id(o), getattr(o, "_version", None)) for o in sources))
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = (sources, compute())
+            self._memo[key] = hit
+        return hit[1]
+
+    def text(self, embs: Tensor, lens: Tensor) -> TextBatch:
+        """One ``TextBatch`` per pair of tensors (its cached ``norm`` and ``mask`` too)."""
+        if embs.stride(0) == 0 and lens.stride(0) == 0:
+            return TextBatch(embs, lens)
+        t = self.get("text", (embs, lens), lambda: TextBatch(embs, lens))
+        self._owned.add(id(t))
+        return t
+
+    def order(
+        self, texts: dict[str, TextBatch], kinds: set[str]
+    ) -> tuple[dict[str, TextBatch], Tensor] | None:
+        """:func:`order_by_length`, reusing the permuted batches of the kept texts.
+
+        An expanded kind adds the same length to every text, which leaves the stable
+        order of the others unchanged; it is passed through as :func:`order_by_length`
+        does.
+        """
+        kept = tuple(sorted(k for k, t in texts.items() if not is_expanded(t)))
+        if not all(self.owns(texts[k]) for k in kept):
+            return order_by_length(texts, kinds)
+        by = kinds & set(kept)
+        if not by:  # ordered by constants only: already in order
+            return None
+        tag = f"order:{','.join(sorted(by))}:{','.join(kept)}"
+        done = self.get(
+            tag,
+            tuple(texts[k] for k in kept),
+            lambda: order_by_length({k: texts[k] for k in kept}, by),
+        )
+        if done is None:
+            return None
+        permuted, inv = done
+        self._owned.update(id(t) for t in permuted.values())
+        return {k: permuted.get(k, t) for k, t in texts.items()}, inv

@@ -40,6 +40,7 @@ Reports must state which ``dense_source`` produced each number.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -212,6 +213,8 @@ def similarity_matrix(
     bar = tqdm(total=n_blocks, desc=f"sims[{dense_source}]", disable=not progress)
     flags = {m: m.training for m in head.modules()}
     head.eval()
+    # Text-only work once per text shard, not once per head call (SEPSHead.reusing_texts).
+    reuse = getattr(head, "reusing_texts", contextlib.nullcontext)
     try:
         with torch.no_grad():
             for t0 in range(0, n_cap, text_shard):
@@ -226,26 +229,27 @@ def similarity_matrix(
                     long_cap, long_lens = dense_embs[idx].to(dev), dense_lens[idx].to(dev)
                 elif uses_dense and not per_image:  # dense_source == "none"
                     long_cap, long_lens = cap, lens
-                for v0 in range(0, n_img, image_shard):
-                    v1 = min(v0 + image_shard, n_img)
-                    img = img_embs[v0:v1].to(dev)
-                    if per_image:
-                        assert dense_embs is not None and dense_lens is not None
-                        n_t = t1 - t0
-                        for v in range(v0, v1):
-                            d = dense_embs[v].to(dev)
-                            s = head(
-                                img[v - v0 : v - v0 + 1],
-                                cap,
-                                lens,
-                                d.unsqueeze(0).expand(n_t, -1, -1),
-                                dense_lens[v].to(dev).expand(n_t),
-                            )
-                            out[v, t0:t1] = s[0].float().cpu()
-                    else:
-                        s = head(img, cap, lens, long_cap, long_lens)
-                        out[v0:v1, t0:t1] = s.float().cpu()
-                    bar.update(1)
+                with reuse():
+                    for v0 in range(0, n_img, image_shard):
+                        v1 = min(v0 + image_shard, n_img)
+                        img = img_embs[v0:v1].to(dev)
+                        if per_image:
+                            assert dense_embs is not None and dense_lens is not None
+                            n_t = t1 - t0
+                            for v in range(v0, v1):
+                                d = dense_embs[v].to(dev)
+                                s = head(
+                                    img[v - v0 : v - v0 + 1],
+                                    cap,
+                                    lens,
+                                    d.unsqueeze(0).expand(n_t, -1, -1),
+                                    dense_lens[v].to(dev).expand(n_t),
+                                )
+                                out[v, t0:t1] = s[0].float().cpu()
+                        else:
+                            s = head(img, cap, lens, long_cap, long_lens)
+                            out[v0:v1, t0:t1] = s.float().cpu()
+                        bar.update(1)
     finally:
         for m, flag in flags.items():
             m.training = flag

@@ -32,29 +32,43 @@ niced tests beside part of the pinned one: not a benchmark).
 ``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
 sets those not already set, and ``seps/__init__.py`` calls it before anything imports
 torch, so the command line (``seps-bench``, ``python -m seps``) always gets it.
-``SEPS_FLOAT_PATH`` unset or ``native`` leaves every library to its own choice (the
-committed records were made so). :func:`check_in_force` is the runner's guard: it
-refuses a run whose pin did not take effect (torch imported earlier by a host program,
-a variable set to something else, a CPU without AVX2), since the record would claim a
-float path it did not have.
+``SEPS_FLOAT_PATH=native`` leaves every library to its own choice. Unset, the path is
+:func:`default_path`'s, which :func:`apply_requested` writes into the environment (so
+worker processes inherit the same decision): ``portable`` on x86-64 when ``seps`` is
+imported before torch (always so on the command line), ``native`` elsewhere (another
+architecture has no AVX2 to pin; a host program that imported torch first can no longer
+pin torch's kernels, and its records say ``native``, which is what they are).
+:func:`check_in_force` is the runner's guard: it refuses a run whose pin did not take
+effect (torch imported earlier by a host program, a variable set to something else, a
+CPU without AVX2), since the record would claim a float path it did not have.
 
 *Decision* (nothing in SPEC.md is about this): AVX2 is the level of PyTorch's and
-oneDNN's kernels because every x86-64 CPU of the last decade has it; the pin is opt-in,
-so that records made natively (all committed ones) keep reproducing on their own
-machines, and a pinned run is a float path of its own (it differs from the native one
-even on an AVX2 CPU, through MKL). Not yet checked on a second CPU type: that a pinned
-run on an Intel CPU equals one on an AMD CPU is what MKL's and PyTorch's documentation
-promise, not something measured here.
+oneDNN's kernels because every x86-64 CPU of the last decade has it. The pin is the
+default since the recompute that came with the token-subset pretraining (README,
+"Across machines"): the committed records are gathered over several sessions, not all on
+one CPU type, and a pinned run is a float path of its own (it differs from the native
+one even on an AVX2 CPU, through MKL), so records made natively on two CPU types would
+come from two pretraining builds. What it costs is above. Not yet checked on a second
+CPU type: that a pinned run on an Intel CPU equals one on an AMD CPU is what MKL's and
+PyTorch's documentation promise, not something measured here.
 This module imports nothing heavy: it must run before torch is imported.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from collections.abc import Mapping, MutableMapping
 
-__all__ = ["ENV_VAR", "FLOAT_PATHS", "apply_requested", "check_in_force", "requested"]
+__all__ = [
+    "ENV_VAR",
+    "FLOAT_PATHS",
+    "apply_requested",
+    "check_in_force",
+    "default_path",
+    "requested",
+]
 
 #: The environment variable that names the float path.
 ENV_VAR = "SEPS_FLOAT_PATH"
@@ -77,7 +91,8 @@ _TORCH_CAPABILITY = {"portable": "AVX2"}
 
 
 def requested(environ: Mapping[str, str] | None = None) -> str:
-    """The float path ``SEPS_FLOAT_PATH`` asks for (``native`` when unset or empty).
+    """The float path ``SEPS_FLOAT_PATH`` asks for (``native`` when unset or empty: a
+    process that imported ``seps`` has it set, by :func:`apply_requested`).
 
     Raises:
         ValueError: an unknown name, with the allowed ones.
@@ -92,11 +107,28 @@ def requested(environ: Mapping[str, str] | None = None) -> str:
     return name
 
 
+#: Machine names (``platform.machine()``, lower case) of x86-64, the architecture the
+#: ``portable`` pin is defined on.
+_X86_64 = frozenset({"x86_64", "amd64"})
+
+
+def default_path(machine: str | None = None, torch_imported: bool | None = None) -> str:
+    """The float path when ``SEPS_FLOAT_PATH`` is unset: ``portable`` on x86-64 while
+    torch is not imported yet, else ``native`` (see the module docstring)."""
+    machine = platform.machine() if machine is None else machine
+    if torch_imported is None:
+        torch_imported = "torch" in sys.modules
+    return "portable" if machine.lower() in _X86_64 and not torch_imported else "native"
+
+
 def apply_requested(environ: MutableMapping[str, str] | None = None) -> None:
-    """Set the requested path's variables that are not set yet; never raises (an unknown
+    """Write :func:`default_path` into ``SEPS_FLOAT_PATH`` when it is unset or empty, then
+    set the requested path's variables that are not set yet; never raises (an unknown
     name or a conflicting value is reported by :func:`check_in_force`, where a one-line
     error can be shown)."""
     env = os.environ if environ is None else environ
+    if not (env.get(ENV_VAR) or "").strip():
+        env[ENV_VAR] = default_path()
     try:
         name = requested(env)
     except ValueError:
@@ -131,7 +163,8 @@ def check_in_force(environ: Mapping[str, str] | None = None) -> str:
         if have != want:
             raise ValueError(
                 f"{ENV_VAR}={name}: torch runs its {have} kernels, expected {want} (set "
-                f"{ENV_VAR} before Python imports torch, e.g. on the command line; a CPU "
-                "without AVX2 cannot take this path)"
+                f"{ENV_VAR} before Python imports torch, e.g. on the command line, or import "
+                f"seps before torch; a CPU without AVX2 cannot take this path: set "
+                f"{ENV_VAR}=native)"
             )
     return name

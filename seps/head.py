@@ -20,7 +20,9 @@ reference per-text loop of :mod:`seps.reference`.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +30,14 @@ from torch import Tensor, nn
 
 from .aggregation import TokenAggregation, pair_weights
 from .alignment import HRPA, KeptWeights, patch_word_scores, use_gram
-from .chunking import ClsColumns, TextBatch, auto_chunk_size, dense_runs, order_by_length
+from .chunking import (
+    ClsColumns,
+    TextBatch,
+    TextReuse,
+    auto_chunk_size,
+    dense_runs,
+    order_by_length,
+)
 from .config import SEPSConfig, get_config, keep_count
 from .kernels import Kernel, KernelOps, get_kernel
 from .reference import loop_forward
@@ -144,6 +153,25 @@ class SEPSHead(nn.Module):
             None if self.config.aggregation == "none" else TokenAggregation(self.config)
         )
         self.hrpa = HRPA(self.config)
+        self._reuse: TextReuse | None = None  # set by reusing_texts()
+
+    @contextlib.contextmanager
+    def reusing_texts(self) -> Iterator[None]:
+        """Within the block, evaluation calls (eval mode, no gradient) on the same text
+        tensors do their text-only work once (:class:`seps.chunking.TextReuse`): the
+        similarities are the same to the bit. The caller must not change the tensors
+        in place meanwhile (their version counters are checked as well)."""
+        outer, self._reuse = self._reuse, TextReuse()
+        try:
+            yield
+        finally:
+            self._reuse = outer
+
+    def _reusing(self) -> TextReuse | None:
+        """The active memo when this call may use it (evaluation only)."""
+        if self._reuse is None or self.training or torch.is_grad_enabled():
+            return None
+        return self._reuse
 
     @property
     def impl(self) -> str:
@@ -348,11 +376,13 @@ class SEPSHead(nn.Module):
         inv = None
         # Training keeps the given order: its Gumbel draws and masks are indexed by text.
         if not self.training and chunk < b_t:
-            ordered = order_by_length(texts, {u.words for u in units})
+            reuse = self._reusing()
+            order = order_by_length if reuse is None else reuse.order
+            ordered = order(texts, {u.words for u in units})
             if ordered is not None:
                 texts, inv = ordered
         with torch.no_grad():
-            glob = {k: _global64(t) for k, t in texts.items() if k in self._guides(branches)}
+            glob = {k: self._global64(t) for k, t in texts.items() if k in self._guides(branches)}
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in units):
             gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
@@ -439,9 +469,15 @@ class SEPSHead(nn.Module):
         budget = min(self.memory_budget_mb, self.cache_budget_mb)
         return auto_chunk_size(n, texts, kinds, cfg.num_aggregated, cfg.embed_size, budget)
 
-    @staticmethod
-    def _text(embs: Tensor, lens: Tensor) -> TextBatch:
-        return TextBatch(embs, lens)
+    def _text(self, embs: Tensor, lens: Tensor) -> TextBatch:
+        reuse = self._reusing()
+        return TextBatch(embs, lens) if reuse is None else reuse.text(embs, lens)
+
+    def _global64(self, t: TextBatch) -> Tensor:
+        reuse = self._reusing()
+        if reuse is None or not reuse.owns(t):
+            return _global64(t)
+        return reuse.get("global64", (t,), lambda: _global64(t))
 
     def _guides(self, branches: tuple[str, ...]) -> set[str]:
         """Caption kinds whose global embedding the selections of ``branches`` read: each

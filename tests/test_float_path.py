@@ -11,7 +11,14 @@ import sys
 import pytest
 import torch
 
-from seps.float_path import ENV_VAR, FLOAT_PATHS, apply_requested, check_in_force, requested
+from seps.float_path import (
+    ENV_VAR,
+    FLOAT_PATHS,
+    apply_requested,
+    check_in_force,
+    default_path,
+    requested,
+)
 
 PIN = FLOAT_PATHS["portable"]
 
@@ -31,12 +38,24 @@ def test_apply_sets_the_pins_variables_but_keeps_what_the_user_set():
     assert {k: env[k] for k in PIN if k != "MKL_CBWR"} == {
         k: v for k, v in PIN.items() if k != "MKL_CBWR"
     }
-    native = {"MKL_CBWR": "AUTO"}
+    native = {ENV_VAR: "native", "MKL_CBWR": "AUTO"}
     apply_requested(native)
-    assert native == {"MKL_CBWR": "AUTO"}
+    assert native == {ENV_VAR: "native", "MKL_CBWR": "AUTO"}
     bad = {ENV_VAR: "nope"}
     apply_requested(bad)  # reported later by check_in_force, where one line can be shown
     assert bad == {ENV_VAR: "nope"}
+
+
+def test_unset_the_path_is_portable_on_x86_64_before_torch_loads_and_native_otherwise():
+    assert default_path("x86_64", torch_imported=False) == "portable"
+    assert default_path("AMD64", torch_imported=False) == "portable"
+    assert default_path("aarch64", torch_imported=False) == "native"
+    assert default_path("x86_64", torch_imported=True) == "native"
+    # The decision is written into the environment, so worker processes inherit it.
+    env: dict[str, str] = {ENV_VAR: " "}
+    apply_requested(env)
+    assert env[ENV_VAR] == default_path() == "native"  # this process imported torch
+    assert env == {ENV_VAR: "native"}
 
 
 def test_a_variable_that_contradicts_the_pin_is_named_with_the_value_expected():
@@ -72,13 +91,15 @@ def test_importing_seps_first_pins_torch_mkl_onednn_and_numpy():
         "print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(),"
         " 'path': check_in_force(), 'env': {k: os.environ.get(k) for k in names}}))"
     )
-    env = {k: v for k, v in os.environ.items() if k not in PIN} | {ENV_VAR: "portable"}
-    out = subprocess.run(
-        [sys.executable, "-c", code, *sorted(PIN)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    got = json.loads(out.stdout)
-    assert got == {"cap": "AVX2", "path": "portable", "env": dict(sorted(PIN.items()))}
+    clean = {k: v for k, v in os.environ.items() if k not in PIN and k != ENV_VAR}
+    # Asked for, and by default (unset): the command line's case.
+    for env in (clean | {ENV_VAR: "portable"}, clean):
+        out = subprocess.run(
+            [sys.executable, "-c", code, *sorted(PIN)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        got = json.loads(out.stdout)
+        assert got == {"cap": "AVX2", "path": "portable", "env": dict(sorted(PIN.items()))}

@@ -7,6 +7,7 @@ import torch
 
 from seps.float_path import FLOAT_PATHS
 from seps.provenance import (
+    CPU_ENV_OVERRIDES,
     UNRECORDED_CPU,
     cpu_identity,
     cpu_label,
@@ -26,6 +27,8 @@ AMD = {
 
 def test_cpu_identity_names_this_machines_dispatch_levels_and_overrides(monkeypatch):
     cpu_identity.cache_clear()
+    for name in CPU_ENV_OVERRIDES:  # the test process has the default pin's variables
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     try:
         cpu = cpu_identity()

@@ -19,6 +19,20 @@ the step). A pooled score alone would leave the patch tokens unspecific; SEPS se
 patches, so they must carry local content. AdamW with a linear warm-up and a cosine
 decay.
 
+Token subsets (``PretrainRecipe.keep_tokens``, a quarter in ``synth-48``): each step the
+sparse late interaction sees only a uniformly random ``ceil(keep_tokens * N)`` of each
+image's ``N`` patch tokens, plus ``[CLS]`` (:func:`token_subset`). Why: SEPS keeps about
+half of the patches, chosen first by their similarity to the image's mean token (SPEC.md
+step 2), and on these scenes (1-4 objects in at most 4 of 9 grid cells) that prior keeps
+background. A backbone pretrained on all tokens puts an object's content in the object's
+own patches, so slimming cost 65-69 rSum at initialisation and the fine-tuned ``laps``
+ranged 156-186 over three recipe seeds; pretrained on random quarters, every token has to
+retrieve from a few of its neighbours, slimming cost 4-9 and ``laps`` ranged 201-208
+(``experiments/token-subset/``, README "Why the build matters"). The subset is random,
+not the SEPS prior, so that the backbone is not tuned to the method under test; a ViT
+pretrained at scale has the same property (its patch tokens carry their context).
+``keep_tokens=1`` is the earlier objective, bit for bit (no draw is made).
+
 The result is a folder ``<root>/<recipe>-<key>/`` holding ``vision.safetensors`` (the
 timm state dict of the image backbone, loaded through ``ModelSpec.pretrained``),
 ``text/`` (``BertModel.save_pretrained``), ``tokenizer/``, ``projections.safetensors``
@@ -52,6 +66,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..encoders import build_image_encoder, build_text_encoder
+from ..selection import split_cls_token
 from ..store import RunLock, atomic_write_json, clean_stale_temps
 from ..text import load_tokenizer
 from ..train_config import TrainConfig
@@ -65,6 +80,7 @@ __all__ = [
     "ensure_pretrained",
     "pretrained_dir",
     "recipe",
+    "token_subset",
 ]
 
 #: The pretraining's projections to its joint space, kept so that a run whose
@@ -101,6 +117,16 @@ class PretrainRecipe:
     dense_share: float = 0.5
     embed_size: int = 64
     seed: int = 0
+    # The share of patch tokens each step's late interaction sees (token_subset); 1 is
+    # every token. A quarter: see the module docstring.
+    keep_tokens: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.keep_tokens <= 1.0:
+            raise ValueError(
+                f"pretraining recipe field 'keep_tokens': {self.keep_tokens!r}; expected a "
+                "share in (0, 1]"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -110,7 +136,8 @@ RECIPES: dict[str, PretrainRecipe] = {
     "synth-48": PretrainRecipe(
         description=(
             "tiny ViT (48 px, 36 patches) + tiny BERT, contrastive fine-grained pretraining on "
-            "a separate 20,000-image synthetic draw with MLLM-like dense captions"
+            "a separate 20,000-image synthetic draw with MLLM-like dense captions, each step "
+            "on a random quarter of each image's patch tokens"
         ),
     ),
 }
@@ -206,6 +233,24 @@ def late_interaction(img: Tensor, words: Tensor, lens: Tensor) -> Tensor:
     return (best * mask[None]).sum(-1) / lens.clamp(min=1).to(best)[None]
 
 
+def token_subset(img: Tensor, keep: float) -> Tensor:
+    """A uniformly random ``ceil(keep * N)`` of each image's ``N`` patch tokens, after its
+    ``[CLS]`` when it has one (SEPS never drops ``[CLS]``; see
+    :func:`seps.selection.split_cls_token`).
+
+    img: ``(B, L, C)`` -> ``(B, [1 +] ceil(keep * N), C)``. The draw comes from the global
+    torch generator, which the build seeds, so a build stays deterministic; ``keep=1``
+    returns ``img`` itself and draws nothing.
+    """
+    if keep >= 1.0:
+        return img
+    cls, x = split_cls_token(img)
+    k = math.ceil(keep * x.shape[1])
+    order = torch.rand(x.shape[:2]).argsort(dim=1)[:, :k]
+    kept = x.gather(1, order[..., None].expand(-1, -1, x.shape[2]))
+    return kept if cls is None else torch.cat([cls[:, None], kept], 1)
+
+
 def contrastive_loss(sims: Tensor, temperature: float) -> Tensor:
     """Symmetric InfoNCE of a square matrix whose diagonal holds the positives."""
     logits = sims / temperature
@@ -258,7 +303,10 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
         n_dense = round(r.dense_share * r.batch_size)
         img = img_enc(split.images.batch(imgs))
         ids, lens = split.captions.batch(caps)
-        loss = contrastive_loss(late_interaction(img, txt_enc(ids, lens), lens), r.temperature)
+        # The text first: its dropout draws from the same generator as token_subset.
+        words = txt_enc(ids, lens)
+        sims = late_interaction(token_subset(img, r.keep_tokens), words, lens)
+        loss = contrastive_loss(sims, r.temperature)
         if n_dense >= 2:
             # The dense captions of the first n_dense images, pooled: a late interaction
             # over 100-word captions would cost ten times the rest of the step.

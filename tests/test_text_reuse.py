@@ -1,0 +1,104 @@
+"""Text-only work reused across head calls on the same texts (SEPSHead.reusing_texts,
+seps.chunking.TextReuse): the evaluation's similarities stay the same to the bit."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+from seps.chunking import TextReuse
+from seps.config import CHOICES, get_config
+from seps.evaluate import DENSE_SOURCES, similarity_matrix
+from seps.head import SEPSHead
+
+C = 32
+
+
+#: The switches that change which texts the head reads and orders by (the others act
+#: on the image side only; all 63 single flips were checked once, the same bits).
+TEXT_SIDE = ("scoring", "dense_fusion")
+
+
+def _configs():
+    """The three presets and each text-side switch flipped on each."""
+    out = []
+    for preset in ("laps", "code", "paper"):
+        base = dataclasses.replace(get_config(preset), embed_size=C, num_patches=36)
+        out.append(pytest.param(base, id=preset))
+        for field, values in ((f, CHOICES[f]) for f in TEXT_SIDE):
+            for value in values:
+                if getattr(base, field) == value:
+                    continue
+                try:
+                    cfg = dataclasses.replace(base, **{field: value})
+                except ValueError:  # a combination the config refuses
+                    continue
+                out.append(pytest.param(cfg, id=f"{preset}-{field}={value}"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    g = torch.Generator().manual_seed(0)
+    n_img, n_cap = 4, 40
+    return dict(
+        img_embs=torch.randn(n_img, 37, C, generator=g),
+        cap_embs=torch.randn(n_cap, 20, C, generator=g),
+        cap_lens=torch.randint(3, 20, (n_cap,), generator=g),
+        dense_embs=torch.randn(n_img, 50, C, generator=g),
+        dense_lens=torch.randint(20, 50, (n_img,), generator=g),
+        caption_to_image=torch.arange(n_cap) // 5 % n_img,
+    )
+
+
+@pytest.mark.parametrize("cfg", _configs())
+def test_reusing_text_work_gives_the_same_bits_under_every_protocol(cfg, inputs, monkeypatch):
+    torch.manual_seed(0)
+    head = SEPSHead(cfg, text_chunk_size=8)  # several chunks: the texts get ordered
+    kw = dict(inputs, text_shard=20, image_shard=2)
+    reused = {src: similarity_matrix(head, dense_source=src, **kw) for src in DENSE_SOURCES}
+    monkeypatch.setattr(head, "reusing_texts", contextlib.nullcontext)
+    for src in DENSE_SOURCES:
+        assert torch.equal(reused[src], similarity_matrix(head, dense_source=src, **kw)), src
+
+
+def test_a_text_tensor_changed_in_place_is_computed_anew(inputs):
+    head = SEPSHead(dataclasses.replace(get_config("code"), embed_size=C, num_patches=36))
+    head.eval()
+    img, cap, lens = inputs["img_embs"][:2], inputs["cap_embs"].clone(), inputs["cap_lens"]
+    dense = inputs["dense_embs"][0].expand(cap.shape[0], -1, -1)
+    dlens = inputs["dense_lens"][0].expand(cap.shape[0])
+    with torch.no_grad(), head.reusing_texts():
+        head(img, cap, lens, dense, dlens)
+        cap.mul_(-1.0)
+        after = head(img, cap, lens, dense, dlens)
+    with torch.no_grad():
+        assert torch.equal(after, head(img, cap, lens, dense, dlens))
+
+
+def test_training_and_gradient_calls_do_not_reuse():
+    head = SEPSHead(get_config("code"))
+    with head.reusing_texts():
+        head.train()
+        assert head._reusing() is None
+        head.eval()
+        assert head._reusing() is None  # gradients on
+        with torch.no_grad():
+            assert isinstance(head._reusing(), TextReuse)
+    with torch.no_grad():
+        assert head._reusing() is None  # outside the block
+
+
+def test_the_memo_returns_the_first_result_and_holds_its_sources():
+    memo = TextReuse()
+    calls = []
+    t = torch.zeros(3)
+    first = memo.get("x", (t,), lambda: calls.append(1) or torch.ones(2))
+    assert memo.get("x", (t,), lambda: calls.append(1) or torch.ones(2)) is first
+    assert calls == [1]
+    t.add_(1.0)  # a new version: computed again
+    memo.get("x", (t,), lambda: calls.append(1) or torch.ones(2))
+    assert calls == [1, 1]
