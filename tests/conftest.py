@@ -57,3 +57,22 @@ def no_network(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
     monkeypatch.setattr(seps.hub, "_hub_reachable_cache", [])
     return tries
+
+
+@pytest.fixture()
+def float_path(monkeypatch):
+    """Set the float path the records of this test claim: ``float_path("native")`` or
+    ``float_path("portable")``. The process keeps the kernels it loaded (they are read
+    once, at import); what changes is what the runner checks and stamps."""
+    from seps.float_path import ENV_VAR, FLOAT_PATHS
+    from seps.provenance import CPU_ENV_OVERRIDES, cpu_identity
+
+    def use(name: str) -> None:
+        for var in CPU_ENV_OVERRIDES:
+            monkeypatch.delenv(var, raising=False)
+        for var, value in {ENV_VAR: name, **FLOAT_PATHS[name]}.items():
+            monkeypatch.setenv(var, value)
+        cpu_identity.cache_clear()
+
+    yield use
+    cpu_identity.cache_clear()

@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from tiny_recipe import make_tiny_recipe
 
 import seps.train.pretrain as pretrain
 from seps.provenance import pretrain_fingerprint
@@ -80,20 +81,9 @@ def test_the_standard_recipe_pretrains_on_a_quarter_and_the_share_is_in_its_key(
 
 def test_a_build_is_deterministic_and_its_weights_depend_on_the_share(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the recipe's synthetic draw goes under ./data
-    tiny = pretrain.PretrainRecipe(
-        description="test-sized",
-        image_size=32,
-        synth_images=60,
-        vocab_size=300,
-        max_dense_words=48,
-        steps=3,
-        batch_size=8,
-        warmup_steps=1,
-        embed_size=32,
-    )
     prints = {}
     for name, keep in (("q1", 0.25), ("q2", 0.25), ("all", 1.0)):
-        monkeypatch.setitem(pretrain.RECIPES, name, dataclasses.replace(tiny, keep_tokens=keep))
+        monkeypatch.setitem(pretrain.RECIPES, name, make_tiny_recipe(keep_tokens=keep))
         folder = tmp_path / name
         pretrain._build(name, folder, progress=False)
         prints[name] = pretrain_fingerprint(folder)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_recipe import make_tiny_recipe
 
 from seps.ablations import load_matrix, load_profile
 from seps.cli import main
@@ -534,21 +535,7 @@ def tiny_recipe(tmp_path, monkeypatch):
     import seps.train.pretrain as pretrain
 
     monkeypatch.chdir(tmp_path)  # the recipe's own synthetic draw goes under ./data
-    monkeypatch.setitem(
-        pretrain.RECIPES,
-        "tiny-test",
-        pretrain.PretrainRecipe(
-            description="test-sized",
-            image_size=32,
-            synth_images=60,
-            vocab_size=300,
-            max_dense_words=48,
-            steps=3,
-            batch_size=8,
-            warmup_steps=1,
-            embed_size=32,
-        ),
-    )
+    monkeypatch.setitem(pretrain.RECIPES, "tiny-test", make_tiny_recipe())
     monkeypatch.setattr(pretrain, "DEFAULT_ROOT", tmp_path / "pretrained")
     return pretrain
 
@@ -603,9 +590,13 @@ def test_a_failed_record_names_its_cpu_too(root, synth, tmp_path):
     assert rec["environment"]["cpu"]["model"] and rec["pretrain_fingerprint"] is None
 
 
-def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(root, synth, tmp_path):
+def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(
+    root, synth, tmp_path, float_path
+):
     """Its runs pair with records of another machine; the user hears it before the runs,
-    in one line (seps.provenance.resume_warning)."""
+    in one line (seps.provenance.resume_warning). Natively another CPU model is another
+    float path."""
+    float_path("native")
     results = tmp_path / "results"
     said: list[str] = []
     _run(root, results, synth, only="code", say=said.append)
@@ -623,12 +614,13 @@ def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(root, 
     )
 
 
-def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, monkeypatch):
+def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, float_path, monkeypatch):
     """A run pinned to one float path must not start from weights another path made."""
     from seps.float_path import FLOAT_PATHS
     from seps.prebuild import BUILT_ON, build_checked
     from seps.provenance import cpu_identity
 
+    float_path("native")  # natively another CPU model is another float path
     folder = build_checked("tiny-test", progress=False)
     stamp_file = folder / BUILT_ON
     assert json.loads(stamp_file.read_text()) == {"cpu": json.loads(json.dumps(cpu_identity()))}
@@ -647,3 +639,18 @@ def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, monke
     unknown = r"built before pretraining builds named their float path \(no built_on.json\)"
     with pytest.raises(ValueError, match=unknown):
         build_checked("tiny-test", progress=False)  # ...but not by a pinned run
+
+
+def test_a_pinned_pretraining_is_reused_on_another_cpu_model_of_the_same_pin(
+    tiny_recipe, float_path
+):
+    """The point of the default pin: weights built pinned on one CPU are what a pinned run
+    on another CPU would build, so they are used, not rebuilt."""
+    from seps.prebuild import BUILT_ON, build_checked
+    from seps.provenance import cpu_identity
+
+    float_path("portable")
+    folder = build_checked("tiny-test", progress=False)
+    elsewhere = {"cpu": {**cpu_identity(), "model": "Some Other CPU"}}
+    (folder / BUILT_ON).write_text(json.dumps(elsewhere))
+    assert build_checked("tiny-test", progress=False) == folder
