@@ -27,7 +27,9 @@ being about 2.8x slower than its AVX2 ones. Pinned over native on AMD EPYC: 1.09
 1.02x (5 pairs, 0.86-1.11) for a smoke-sized ``paper`` run (40 training steps at 48 px
 and its evaluation); but about 1.9x for the ``synth-48`` pretraining, batch-96 backbone
 GEMMs throughout (3,920 s against 2,066 s on the builds' own clocks, one build each,
-niced tests beside part of the pinned one: not a benchmark).
+niced tests beside part of the pinned one: not a benchmark); and 1.22x for a whole
+``standard`` ``code`` run (200 steps and the 1,000-image evaluation; 296.5 s against
+242.5 s, medians of 2 alternating pairs, 1.19-1.25).
 
 ``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
 sets those not already set, and ``seps/__init__.py`` calls it before anything imports
