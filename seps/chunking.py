@@ -15,7 +15,7 @@ text side, none of which changes a similarity:
 - :class:`ClsColumns`: the ``[CLS]`` column of the patch-word scores, held for one
   block of images at a time;
 - :class:`TextReuse`: the text-only work of one call kept for the next calls on the
-  same texts (evaluation calls the head once per image under ``candidate``).
+  same texts (evaluation calls the head once per image shard and text shard).
 """
 
 from __future__ import annotations
@@ -36,18 +36,27 @@ __all__ = [
     "TextReuse",
     "auto_chunk_size",
     "dense_runs",
+    "is_fixed",
     "order_by_length",
+    "texts_per_image",
 ]
 
 
 class TextBatch:
     """One caption kind of a chunk of texts: ``raw (B_t, L, C)`` unnormalised words,
     ``lens (B_t,)``; ``norm`` (l2-normalised words) and ``mask (B_t, L)`` are computed
-    on first use, so a caption kind that a call never aligns against costs nothing."""
+    on first use, so a caption kind that a call never aligns against costs nothing.
 
-    def __init__(self, raw: Tensor, lens: Tensor) -> None:
+    ``per_image=True``: one caption per *image* instead, ``raw (B_v, L, C)``, which
+    every text of the call pairs with (the ``candidate`` protocol's dense caption:
+    pair ``(v, t)`` uses image ``v``'s). :meth:`rows` gives the words one image and
+    a chunk of texts align against in either case.
+    """
+
+    def __init__(self, raw: Tensor, lens: Tensor, per_image: bool = False) -> None:
         self.raw = raw
         self.lens = lens
+        self.per_image = per_image
 
     @functools.cached_property
     def norm(self) -> Tensor:
@@ -61,9 +70,34 @@ class TextBatch:
     def lens_list(self) -> list[int]:
         return self.lens.tolist()
 
-    def words_of(self, sl: slice) -> int:
-        """The longest length among the texts ``sl``: the padding beyond it is cut."""
-        return max(self.lens_list[sl])
+    def words_of(self, v: int, sl: slice) -> int:
+        """The longest length among the captions image ``v`` and the texts ``sl`` align
+        against: the padding beyond it is cut."""
+        return self.lens_list[v] if self.per_image else max(self.lens_list[sl])
+
+    def rows(self, v: int, sl: slice, m: int) -> tuple[Tensor, Tensor]:
+        """``(norm, mask)`` of the captions image ``v`` and the texts ``sl`` align
+        against, cut to ``m`` words: ``(B, m, C)`` and ``(B, m)``; a per-image caption
+        is expanded over the texts (a view: the same values as ``B`` copies)."""
+        if not self.per_image:
+            return self.norm[sl, :m], self.mask[sl, :m]
+        b = sl.stop - sl.start
+        return (
+            self.norm[v : v + 1, :m].expand(b, -1, -1),
+            self.mask[v : v + 1, :m].expand(b, -1),
+        )
+
+
+def texts_per_image(texts: dict[str, TextBatch]) -> int:
+    """``B_t``, the texts each image is scored against: the rows of a per-text caption
+    kind, or 1 when every kind is per image (a dense branch computed once per image)."""
+    return next((t.raw.shape[0] for t in texts.values() if not t.per_image), 1)
+
+
+def is_fixed(t: TextBatch) -> bool:
+    """Whether ``t`` is the same for every text of the call (per image, or one caption
+    expanded over the texts): it has no text order of its own."""
+    return t.per_image or is_expanded(t)
 
 
 def auto_chunk_size(
@@ -88,7 +122,7 @@ def auto_chunk_size(
     c = embed_size
     words = sum(texts[k].raw.shape[1] for k in kinds)
     per_text = 2 * (n_c * n + n_c * c + n) + words * (n + n_c + 2)
-    b_t = next(iter(texts.values())).raw.shape[0]
+    b_t = texts_per_image(texts)
     budget = budget_mb * 2**20 / 4
     return max(1, min(b_t, int(budget // max(per_text, 1))))
 
@@ -105,19 +139,22 @@ def order_by_length(
     padded to about 2.5 times the mean; ordered, the code preset evaluates 100
     images x 500 texts 17% faster on a 2-core CPU (5.6 vs 6.5 s). Every pair's value
     is computed by the same operations, only its chunk neighbours change. The key is
-    the summed length of the caption kinds ``kinds`` that the alignment reads.
+    the summed length of the caption kinds ``kinds`` that the alignment reads; a kind
+    that is the same for every text (:func:`is_fixed`) adds a constant and is left out.
     """
-    key = sum(texts[k].lens for k in kinds)
+    by = [k for k in sorted(kinds) if not is_fixed(texts[k])]
+    if not by:  # ordered by constants only: already in order
+        return None
+    key = sum(texts[k].lens for k in by)
     perm = torch.sort(key, stable=True).indices  # type: ignore[union-attr]
     order = torch.arange(perm.shape[0], device=perm.device)
     if bool((perm == order).all()):
         return None
     inv = torch.empty_like(perm)
     inv[perm] = order
-    # One caption expanded over every text (stride 0) is the same in any order.
+    # A caption that is the same for every text is the same in any order.
     permuted = {
-        k: t if t.raw.stride(0) == t.lens.stride(0) == 0 else TextBatch(t.raw[perm], t.lens[perm])
-        for k, t in texts.items()
+        k: t if is_fixed(t) else TextBatch(t.raw[perm], t.lens[perm]) for k, t in texts.items()
     }
     return permuted, inv
 
@@ -129,9 +166,8 @@ def dense_runs(dense: TextBatch | None) -> tuple[Tensor, Tensor] | None:
     if dense is None or dense.raw.shape[0] < 2:
         return None
     raw, lens = dense.raw, dense.lens
-    if raw.stride(0) == 0 and lens.stride(0) == 0:
-        # One caption expanded over every text (the fair ``candidate`` protocol calls the
-        # head per image this way): a single run, without comparing B_t copies.
+    if is_expanded(dense):
+        # One caption expanded over every text: a single run, without comparing B_t copies.
         return torch.zeros(raw.shape[0], dtype=torch.long, device=raw.device), lens.new_zeros(
             1, dtype=torch.long
         )
@@ -149,9 +185,12 @@ class ClsColumns:
     every image, computed for a block of images at a time (:func:`seps.alignment.cls_word_scores`)
     as the image loop reaches it, so that at most ``block`` images' columns are held."""
 
-    def __init__(self, words: Tensor, cls_n: Tensor, budget_floats: int) -> None:
+    def __init__(
+        self, words: Tensor, cls_n: Tensor, budget_floats: int, per_image: bool = False
+    ) -> None:
         self.words = words
         self.cls_n = cls_n
+        self.per_image = per_image  # words (B_v, M, C): image v's own caption only
         b_t, m = words.shape[:2]
         self.block = max(1, min(cls_n.shape[0], budget_floats // max(b_t * m, 1)))
         self._start = -1
@@ -159,6 +198,10 @@ class ClsColumns:
 
     def get(self, v: int, sl: slice) -> Tensor:
         """``(B, M)`` for image ``v`` and the texts ``sl``."""
+        if self.per_image:
+            # The one caption image v pairs with, as a one-text block of one image.
+            col = cls_word_scores(self.words[v : v + 1], self.cls_n[v : v + 1])[0]
+            return col.expand(sl.stop - sl.start, -1)
         start = v - v % self.block
         if start != self._start:
             self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
@@ -175,15 +218,16 @@ def is_expanded(t: TextBatch) -> bool:
 class TextReuse:
     """Text-only results of one head call, reused by later calls on the same texts.
 
-    Why: under ``candidate`` evaluation calls the head once per image with the same
-    sparse captions (only the dense caption, expanded, changes), and each call repeated
-    the text-only work: the ``TextBatch`` with its normalised words and mask, the order
-    by length and its gathers, and ``text_global`` in float64, together about 40% of a
-    ``code``-preset call. Results are keyed by the identity and version counter of the
+    Why: evaluation calls the head once per image shard with the same sparse captions
+    (under ``candidate`` only the per-image dense captions change), and each call
+    repeated the text-only work: the ``TextBatch`` with its normalised words and mask,
+    the order by length and its gathers, and ``text_global`` in float64. When the head
+    was called once per image under ``candidate`` that was about 40% of a ``code``-preset
+    call. Results are keyed by the identity and version counter of the
     tensors they were computed from, and those tensors are held here so that an
     identity is not reused while the memo lives: a hit returns the very object the
-    first call computed, so every similarity is the same to the bit. Expanded captions
-    (:func:`is_expanded`) are never keys: they change every call and cost little.
+    first call computed, so every similarity is the same to the bit. Expanded and
+    per-image captions are never keys: they change every call and cost little.
     """
 
     def __init__(self) -> None:
@@ -218,11 +262,11 @@ class TextReuse:
     ) -> tuple[dict[str, TextBatch], Tensor] | None:
         """:func:`order_by_length`, reusing the permuted batches of the kept texts.
 
-        An expanded kind adds the same length to every text, which leaves the stable
-        order of the others unchanged; it is passed through as :func:`order_by_length`
-        does.
+        A kind that is the same for every text (:func:`is_fixed`) adds the same length
+        to every text, which leaves the stable order of the others unchanged; it is
+        passed through as :func:`order_by_length` does.
         """
-        kept = tuple(sorted(k for k, t in texts.items() if not is_expanded(t)))
+        kept = tuple(sorted(k for k, t in texts.items() if not is_fixed(t)))
         if not all(self.owns(texts[k]) for k in kept):
             return order_by_length(texts, kinds)
         by = kinds & set(kept)

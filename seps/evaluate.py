@@ -14,7 +14,8 @@ explicit protocol switch, ``dense_source``:
 ``candidate`` (fair)
     ``sims[v, t]`` uses the dense caption of the image ``v`` being scored, as if the
     description had been generated from every gallery image at indexing time. No
-    information about the ground truth enters the score.
+    information about the ground truth enters the score. Each image shard is one head
+    call with one dense caption per image (``SEPSHead(..., dense_per_image=True)``).
 ``none`` (no dense caption at test time)
     The dense input is replaced by the sparse caption itself, so a head that needs a
     dense input gets no extra description. *Decision* (SPEC.md only says "sparse text
@@ -171,8 +172,8 @@ def similarity_matrix(
         caption_to_image: ``(n_caps,)`` int64, the ground-truth image of each caption
             (``t // 5`` in the Flickr30K / COCO layout).
         dense_source: one of :data:`DENSE_SOURCES` (module docstring).
-        image_shard: images per head call (``candidate``: images per shard, the head
-            is then called once per image of the shard).
+        image_shard: images per head call (``candidate``: each with its own dense
+            caption, the head's ``dense_per_image``).
         text_shard: texts per head call.
         seed: seed of the ``shuffled`` derangement (:func:`shuffle_permutation`).
         device: where the shards are computed; default the device of the head's first
@@ -235,20 +236,11 @@ def similarity_matrix(
                         img = img_embs[v0:v1].to(dev)
                         if per_image:
                             assert dense_embs is not None and dense_lens is not None
-                            n_t = t1 - t0
-                            for v in range(v0, v1):
-                                d = dense_embs[v].to(dev)
-                                s = head(
-                                    img[v - v0 : v - v0 + 1],
-                                    cap,
-                                    lens,
-                                    d.unsqueeze(0).expand(n_t, -1, -1),
-                                    dense_lens[v].to(dev).expand(n_t),
-                                )
-                                out[v, t0:t1] = s[0].float().cpu()
+                            d, d_lens = dense_embs[v0:v1].to(dev), dense_lens[v0:v1].to(dev)
+                            s = head(img, cap, lens, d, d_lens, dense_per_image=True)
                         else:
                             s = head(img, cap, lens, long_cap, long_lens)
-                            out[v0:v1, t0:t1] = s.float().cpu()
+                        out[v0:v1, t0:t1] = s.float().cpu()
                         bar.update(1)
     finally:
         for m, flag in flags.items():

@@ -21,6 +21,7 @@ reference per-text loop of :mod:`seps.reference`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,11 +37,14 @@ from .chunking import (
     TextReuse,
     auto_chunk_size,
     dense_runs,
+    is_expanded,
     order_by_length,
+    texts_per_image,
 )
 from .config import SEPSConfig, get_config, keep_count
+from .head_inputs import check_inputs
 from .kernels import Kernel, KernelOps, get_kernel
-from .reference import loop_forward
+from .reference import loop_forward, per_image_calls
 from .selection import (
     PatchSelector,
     guide_scores,
@@ -90,13 +94,13 @@ class _ImageRows:
 
 
 def _global64(t: TextBatch) -> Tensor:
-    """``text_global`` in float64 of every text of ``t`` (``(B_t, C)``).
+    """``text_global`` in float64 of every caption of ``t`` (``(B_t, C)``, or ``(B_v, C)``
+    for a per-image kind).
 
-    One caption expanded over every text (stride 0: the ``candidate`` protocol calls the
-    head per image with that image's dense caption for all texts) is computed once and
-    expanded: converting ``B_t`` copies to float64 cost 80% of a ``paper``-preset call.
+    One caption expanded over every text (stride 0) is computed once and expanded:
+    converting ``B_t`` copies to float64 cost 80% of a ``paper``-preset call.
     """
-    if t.raw.stride(0) == 0 and t.lens.stride(0) == 0:
+    if is_expanded(t):
         return text_global(t.raw[:1].double(), t.lens[:1]).expand(t.raw.shape[0], -1)
     return text_global(t.raw.double(), t.lens)
 
@@ -188,53 +192,6 @@ class SEPSHead(nn.Module):
         """The :class:`seps.kernels.Kernel` behind :attr:`impl`."""
         return self._kernel
 
-    # ------------------------------------------------------------------ checks
-    def _check_inputs(
-        self,
-        img_embs: Tensor,
-        cap_embs: Tensor,
-        cap_lens: Tensor,
-        long_cap_embs: Tensor | None,
-        long_cap_lens: Tensor | None,
-    ) -> None:
-        c = self.config.embed_size
-        if img_embs.dim() != 3 or img_embs.shape[-1] != c:
-            raise ValueError(
-                f"img_embs: expected shape (B_v, L_v, {c}), got {tuple(img_embs.shape)}"
-            )
-        if img_embs.shape[1] < 2:
-            raise ValueError(f"img_embs: expected at least 2 tokens, got {img_embs.shape[1]}")
-        for name, embs, lens in (
-            ("cap", cap_embs, cap_lens),
-            ("long_cap", long_cap_embs, long_cap_lens),
-        ):
-            if embs is None:
-                continue
-            if embs.dim() != 3 or embs.shape[-1] != c:
-                raise ValueError(
-                    f"{name}_embs: expected shape (B_t, L, {c}), got {tuple(embs.shape)}"
-                )
-            if lens is None or lens.shape != (embs.shape[0],):
-                got = None if lens is None else tuple(lens.shape)
-                raise ValueError(f"{name}_lens: expected shape ({embs.shape[0]},), got {got}")
-            if len(lens) and (int(lens.min()) < 1 or int(lens.max()) > embs.shape[1]):
-                raise ValueError(
-                    f"{name}_lens: every length must be in [1, {embs.shape[1]}], "
-                    f"got min {int(lens.min())} max {int(lens.max())}"
-                )
-        if self.config.uses_dense:
-            if long_cap_embs is None:
-                raise ValueError(
-                    f"config field 'dense_fusion' is {self.config.dense_fusion!r}, which needs the "
-                    "dense captions: pass long_cap_embs and long_cap_lens (or use "
-                    "dense_fusion='none')"
-                )
-            if long_cap_embs.shape[0] != cap_embs.shape[0]:
-                raise ValueError(
-                    f"long_cap_embs: expected {cap_embs.shape[0]} texts (one dense caption per "
-                    f"sparse caption), got {long_cap_embs.shape[0]}"
-                )
-
     # ----------------------------------------------------------------- forward
     def forward(
         self,
@@ -243,6 +200,8 @@ class SEPSHead(nn.Module):
         cap_lens: Tensor,
         long_cap_embs: Tensor | None = None,
         long_cap_lens: Tensor | None = None,
+        *,
+        dense_per_image: bool = False,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """Similarities of every image with every text.
 
@@ -250,14 +209,26 @@ class SEPSHead(nn.Module):
         cap_embs ``(B_t, L_s, C)`` with ``cap_lens (B_t,)``;
         long_cap_embs ``(B_t, L_d, C)`` with ``long_cap_lens (B_t,)``: the dense
         caption paired with each text (needed unless ``dense_fusion='none'``).
+
+        ``dense_per_image=True``: ``long_cap_embs (B_v, L_d, C)`` and ``long_cap_lens
+        (B_v,)`` hold one dense caption per *image*, and pair ``(v, t)`` uses image
+        ``v``'s (the ``candidate`` protocol, SPEC.md "Inputs" applied per image). The
+        result equals one call per image with its caption expanded over the texts
+        (:func:`per_image_calls`, which the ``loop`` implementation runs), with the
+        per-image work (its caption's guidance, selection and, where the dense branch
+        reads nothing else, its alignment) done once per image instead of per text.
         """
-        self._check_inputs(img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+        check_inputs(
+            self.config, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens, dense_per_image
+        )
         if not self.config.uses_dense:
             long_cap_embs = long_cap_lens = None
         inputs = (img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
         if self.kernel.reference:
+            if dense_per_image and long_cap_embs is not None:
+                return per_image_calls(functools.partial(loop_forward, self), *inputs)
             return loop_forward(self, *inputs)
-        return self.batched_forward(*inputs)
+        return self.batched_forward(*inputs, dense_per_image=dense_per_image)
 
     def batched_forward(
         self,
@@ -266,6 +237,7 @@ class SEPSHead(nn.Module):
         cap_lens: Tensor,
         long_cap_embs: Tensor | None,
         long_cap_lens: Tensor | None,
+        dense_per_image: bool = False,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """The batched implementation (every ``impl`` but ``loop``, with its op set).
 
@@ -284,7 +256,8 @@ class SEPSHead(nn.Module):
         evaluation without gradient computes that branch once per run of identical
         consecutive dense captions and repeats the result. Training never does this
         (each pair has its own Gumbel draws, and the dense embeddings' gradients must
-        stay per row).
+        stay per row). Dense captions given per image (``dense_per_image``) are one run
+        per image: that branch is computed once per image.
         """
         cfg = self.config
         st = self._image_state(img_embs)
@@ -292,22 +265,26 @@ class SEPSHead(nn.Module):
         b_t = cap_embs.shape[0]
         texts = {"sparse": self._text(cap_embs, cap_lens)}
         if long_cap_embs is not None and long_cap_lens is not None:
-            texts["dense"] = self._text(long_cap_embs, long_cap_lens)
-        # Gumbel draws for the whole batch, so that chunking does not change them.
-        noise = {
-            b: sel.draw_noise((b_v, b_t, n), st.x) if self.training else ()
-            for b, sel in self.selectors.items()
-        }
+            texts["dense"] = (
+                TextBatch(long_cap_embs, long_cap_lens, per_image=True)
+                if dense_per_image
+                else self._text(long_cap_embs, long_cap_lens)
+            )
+        noise = self._draw_noise(st.x, b_v, b_t, n, dense_per_image)
         units = self._units(texts, n)
         runs = None
-        if not self.training and not torch.is_grad_enabled():
-            runs = dense_runs(texts.get("dense"))
+        if not self.training and not torch.is_grad_enabled() and "dense" in texts:
+            runs = (
+                (torch.zeros(b_t, dtype=torch.long, device=st.x.device), None)
+                if dense_per_image
+                else dense_runs(texts["dense"])
+            )
         dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
         if not dedupe:
             return self._run(st, texts, units, cfg.branches, noise)
         rep, first = runs  # type: ignore[misc]
         dense = texts["dense"]
-        uniq = {"dense": TextBatch(dense.raw[first], dense.lens[first])}
+        uniq = {"dense": dense if first is None else TextBatch(dense.raw[first], dense.lens[first])}
         d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
         rest = [u for u in units if u not in dedupe]
         sims = d_sims[:, rep]  # type: ignore[index]
@@ -315,6 +292,25 @@ class SEPSHead(nn.Module):
             branches = tuple(b for b in cfg.branches if b != "dense")
             sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
         return sims
+
+    def _draw_noise(
+        self, like: Tensor, b_v: int, b_t: int, n: int, per_image: bool
+    ) -> dict[str, tuple[Tensor, ...]]:
+        """The Gumbel draws of a training pass, for the whole batch so that chunking
+        does not change them (none at evaluation). Per-image dense captions draw image
+        by image, in the order that one call per image (:func:`per_image_calls`) draws."""
+        if not self.training:
+            return {b: () for b in self.selectors}
+        if not per_image:
+            return {b: sel.draw_noise((b_v, b_t, n), like) for b, sel in self.selectors.items()}
+        draws = [
+            {b: sel.draw_noise((1, b_t, n), like) for b, sel in self.selectors.items()}
+            for _ in range(b_v)
+        ]
+        return {
+            b: tuple(torch.cat(g) for g in zip(*(d[b] for d in draws), strict=True))
+            for b in self.selectors
+        }
 
     def _dense_only_unit(self, unit: _Unit) -> bool:
         """Whether ``unit`` depends on a text only through its dense caption."""
@@ -370,7 +366,7 @@ class SEPSHead(nn.Module):
         """
         ops = self.kernel.ops
         b_v, n = st.x.shape[:2]
-        b_t = next(iter(texts.values())).raw.shape[0]
+        b_t = texts_per_image(texts)
         chunk = self.text_chunk_size or self._auto_chunk(n, texts, {u.words for u in units})
         chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
         inv = None
@@ -390,7 +386,8 @@ class SEPSHead(nn.Module):
         if st.cls_n is not None:
             budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
             for u in units:
-                cls_cols[u.words] = ClsColumns(texts[u.words].norm, st.cls_n, budget)
+                words = texts[u.words]
+                cls_cols[u.words] = ClsColumns(words.norm, st.cls_n, budget, words.per_image)
         # About a dozen (V, B_t, N) tensors per branch live during a block.
         per_image = 48 * b_t * n * len(branches)
         block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
@@ -399,7 +396,7 @@ class SEPSHead(nn.Module):
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
         for v0 in range(0, b_v, block):
             vs = slice(v0, min(v0 + block, b_v))
-            sel = self._select_block(vs, st, branches, glob, noise, ops)
+            sel = self._select_block(vs, st, branches, glob, noise, ops, texts, b_t)
             for b in branches:
                 mask_blocks[b].append(sel[b][1])
             # pieces[b][k][i][c]: part k of branch b for image v0 + i and text chunk c.
@@ -497,13 +494,23 @@ class SEPSHead(nn.Module):
         glob: dict[str, Tensor],
         noise: dict[str, tuple[Tensor, ...]],
         ops: KernelOps,
+        texts: dict[str, TextBatch],
+        b_t: int,
     ) -> dict[str, tuple[Tensor, Tensor, Tensor, Tensor]]:
         """Steps 3-5 for images ``vs`` and every text: per branch ``(keep, D, weight,
-        extra_weights)``, each ``(V, B_t, N)``."""
+        extra_weights)``, each ``(V, B_t, N)``. A per-image caption guides with one
+        ``(V, 1, N)`` row per image; a branch that reads nothing per text then decides
+        once per image, expanded over the texts (noise-free decisions of equal scores
+        are equal)."""
         cfg = self.config
         s_im = st.s_im[vs]
         with torch.no_grad():
-            guide = {k: guide_scores(g, st.xn64[vs], s_im.dtype) for k, g in glob.items()}
+            guide = {
+                k: guide_scores(
+                    g[vs].unsqueeze(1) if texts[k].per_image else g, st.xn64[vs], s_im.dtype
+                )
+                for k, g in glob.items()
+            }
         out = {}
         with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
             for b in branches:
@@ -516,8 +523,11 @@ class SEPSHead(nn.Module):
                 sp = st.s_p[b]
                 score = selector.score(s_im, guide[b], s_other, None if sp is None else sp[vs])
                 nz = tuple(g[vs] for g in noise[b])
+                if nz and score.shape[1] != b_t:  # each pair draws its own noise
+                    score = score.expand(-1, b_t, -1)
                 keep, decision, weight = selector.decide(score, nz, ops.topk_mask)
-                out[b] = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
+                parts = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
+                out[b] = tuple(p.expand(-1, b_t, -1) for p in parts)  # type: ignore[assignment]
         return out
 
     def _align_unit(
@@ -542,7 +552,7 @@ class SEPSHead(nn.Module):
         agg: Tensor | KeptWeights | None = None
         body_masks: tuple[Tensor, ...] = ()
         words = texts[unit.words]
-        m = words.words_of(sl)  # padding words cost GEMM work and are masked anyway
+        m = words.words_of(v, sl)  # padding words cost GEMM work and are masked anyway
         cfg = self.config
         if unit.gram is None and gram is not None:
             n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
@@ -557,8 +567,9 @@ class SEPSHead(nn.Module):
                 agg = w if agg is None else agg + w
         else:
             body_masks = tuple(sel[b][0] for b in unit.branches)
+        norm, mask = words.rows(v, sl, m)
         s, col_scale, token_mask = patch_word_scores(
-            words.norm[sl, :m],
+            norm,
             img.x[v],
             None if cls_col is None else cls_col[:, :m],
             agg,
@@ -567,7 +578,7 @@ class SEPSHead(nn.Module):
             body_masks=body_masks,
             xn=img.xn[v],
         )
-        return self.hrpa.reduce(s, col_scale, words.mask[sl, :m], token_mask, ops.row_col_max)
+        return self.hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
 
 
 __all__ = ["SEPSHead", "has_cls_token"]

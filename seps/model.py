@@ -85,9 +85,19 @@ class SEPSModel(nn.Module):
         cap_lens: Tensor,
         long_cap_embs: Tensor | None = None,
         long_cap_lens: Tensor | None = None,
+        *,
+        dense_per_image: bool = False,
     ) -> Any:
-        """The head on already-encoded embeddings (see :class:`SEPSHead`)."""
-        return self.cross_net(img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
+        """The head on already-encoded embeddings (see :class:`SEPSHead`; with
+        ``dense_per_image`` the dense captions are one per image)."""
+        return self.cross_net(
+            img_embs,
+            cap_embs,
+            cap_lens,
+            long_cap_embs,
+            long_cap_lens,
+            dense_per_image=dense_per_image,
+        )
 
 
 def build_model(spec: ModelSpec, config: SEPSConfig | None = None) -> SEPSModel:

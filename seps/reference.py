@@ -25,7 +25,8 @@ Shapes below: ``B_v`` images, ``N`` patches, ``K`` kept, ``C`` channels,
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -276,4 +277,37 @@ def loop_forward(
     return out, {b: torch.stack(m, dim=1) for b, m in masks.items()}
 
 
-__all__ = ["HeadParts", "hrpa_for_text", "loop_forward", "select_for_text"]
+__all__ = ["HeadParts", "hrpa_for_text", "loop_forward", "per_image_calls", "select_for_text"]
+
+
+def per_image_calls(
+    call: Callable[..., Any],
+    img: Tensor,
+    cap: Tensor,
+    cap_lens: Tensor,
+    dense: Tensor,
+    dense_lens: Tensor,
+) -> Any:
+    """``call``'s ``sims`` (and training ``masks``) when pair ``(v, t)`` uses image
+    ``v``'s dense caption, by one call per image with its caption expanded over the
+    texts: ``img (B_v, L_v, C)``, ``dense (B_v, L_d, C)``, ``dense_lens (B_v,)``, texts
+    ``(B_t, L, C)``. Rows are stacked, so ``sims`` is ``(B_v, B_t)`` and every mask
+    ``(B_v, B_t, N)`` as from one batched call. The definition that
+    ``SEPSHead(..., dense_per_image=True)`` implements in one call, and how the
+    ``loop`` implementation computes it."""
+    b_t = cap.shape[0]
+    rows = [
+        call(
+            img[v : v + 1],
+            cap,
+            cap_lens,
+            dense[v : v + 1].expand(b_t, -1, -1),
+            dense_lens[v : v + 1].expand(b_t),
+        )
+        for v in range(img.shape[0])
+    ]
+    if not isinstance(rows[0], tuple):
+        return torch.cat(rows, dim=0)
+    sims = torch.cat([r[0] for r in rows], dim=0)
+    masks = {k: torch.cat([r[1][k] for r in rows], dim=0) for k in rows[0][1]}
+    return sims, masks

@@ -22,7 +22,8 @@ VERSION_KEY = "code_version"
 
 #: What the hash covers, relative to the ``seps`` package (a trailing ``/`` is a whole
 #: sub-package). These are the modules that decide a run's numbers: the model (head
-#: config, selection, aggregation, alignment, losses, the head, text chunking, the
+#: config, selection, aggregation, alignment, losses, the head and its input checks,
+#: text chunking, the
 #: kernels and the per-text reference loop, encoders, the full model, the official
 #: weights' mapping), the data (tokenizer and text, dataset readers and the synthetic
 #: generator with its package data), and the training (the loop and its package, its
@@ -52,6 +53,7 @@ SOURCES: tuple[str, ...] = (
     "alignment.py",
     "losses.py",
     "head.py",
+    "head_inputs.py",
     "chunking.py",
     "kernels/",
     "reference.py",

@@ -23,8 +23,10 @@ class ProbeHead(nn.Module):
         self.config = type("Cfg", (), {"dense_fusion": "fused"})()
         self.p = nn.Parameter(torch.zeros(()))
 
-    def forward(self, img, cap, cap_lens, dense, dense_lens):
-        return 1000 * img[:, 0, 0][:, None] + dense[:, 0, 0][None, :] + 0 * self.p
+    def forward(self, img, cap, cap_lens, dense, dense_lens, *, dense_per_image=False):
+        # One dense caption per image (SEPSHead's dense_per_image): row v uses its own.
+        marker = dense[:, 0, 0][:, None] if dense_per_image else dense[:, 0, 0][None, :]
+        return 1000 * img[:, 0, 0][:, None] + marker.expand(img.shape[0], cap.shape[0]) + 0 * self.p
 
 
 class ProbeModel(nn.Module):
@@ -40,8 +42,8 @@ class ProbeModel(nn.Module):
     def project_texts(self, x):
         return x
 
-    def forward(self, *args):
-        return self.head(*args)
+    def forward(self, *args, **kwargs):
+        return self.head(*args, **kwargs)
 
 
 def _marked(values: list[int], length: int) -> torch.Tensor:

@@ -83,8 +83,7 @@ class TrainStep(torch.nn.Module):
         self.world = world
         self.frozen = frozen
         # ``candidate`` protocol: row ``j`` of the dense batch is image ``j``'s caption and
-        # pair (image j, text i) must use it, whereas the head pairs dense captions with
-        # texts; the head is then called once per image with its caption for every text.
+        # pair (image j, text i) must use it: the head's dense_per_image.
         self.per_image_dense = per_image_dense
 
     def _gather(self, x: Tensor) -> Tensor:
@@ -115,35 +114,7 @@ class TrainStep(torch.nn.Module):
         dense = None
         if dense_in is not None and dense_lens_local is not None:
             dense = self._gather(self._text(dense_in, dense_lens_local).float())
-        if dense is None or dense_lens is None or not self.per_image_dense:
-            return m(img, cap, cap_lens, dense, dense_lens)
-        return per_image_dense_forward(m, img, cap, cap_lens, dense, dense_lens)
-
-
-def per_image_dense_forward(
-    model: SEPSModel, img: Tensor, cap: Tensor, cap_lens: Tensor, dense: Tensor, dense_lens: Tensor
-) -> Any:
-    """The head's ``(sims, masks)`` when pair ``(v, t)`` uses image ``v``'s dense caption
-    (the ``candidate`` protocol): ``img (B_v, L_v, C)``, ``dense (B_v, L_d, C)`` with
-    ``dense_lens (B_v,)``, texts ``(B_t, L, C)``. One head call per image, its dense
-    caption expanded over the texts; rows are stacked, so ``sims`` is ``(B_v, B_t)`` and
-    every mask ``(B_v, B_t, N)`` as from one batched call."""
-    b_t = cap.shape[0]
-    rows = [
-        model(
-            img[v : v + 1],
-            cap,
-            cap_lens,
-            dense[v : v + 1].expand(b_t, -1, -1),
-            dense_lens[v : v + 1].expand(b_t),
-        )
-        for v in range(img.shape[0])
-    ]
-    if not isinstance(rows[0], tuple):
-        return torch.cat(rows, dim=0)
-    sims = torch.cat([r[0] for r in rows], dim=0)
-    masks = {k: torch.cat([r[1][k] for r in rows], dim=0) for k in rows[0][1]}
-    return sims, masks
+        return m(img, cap, cap_lens, dense, dense_lens, dense_per_image=self.per_image_dense)
 
 
 def data_parallel(step: TrainStep, d: Dist, device: torch.device) -> torch.nn.Module:
