@@ -8,33 +8,16 @@ import dataclasses
 
 import pytest
 import torch
+from switch_flips import single_flips
 
 from seps.chunking import TextBatch, order_by_length, texts_per_image
-from seps.config import CHOICES, get_config
+from seps.config import get_config
 from seps.evaluate import similarity_matrix
 from seps.head import SEPSHead
 from seps.reference import per_image_calls
 
 C = 32
 TOL = 1e-5  # SPEC.md's float32 tolerance: the images are batched, not called one by one
-
-
-def _single_flips():
-    """The three presets and every single switch flipped on each (refused ones left out)."""
-    out = []
-    for preset in ("laps", "code", "paper"):
-        base = dataclasses.replace(get_config(preset), embed_size=C, num_patches=36)
-        out.append(pytest.param(base, id=preset))
-        for field, values in CHOICES.items():
-            for value in values:
-                if getattr(base, field) == value:
-                    continue
-                try:
-                    cfg = dataclasses.replace(base, **{field: value})
-                except ValueError:
-                    continue
-                out.append(pytest.param(cfg, id=f"{preset}-{field}={value}"))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +37,7 @@ def _args(x):
     return x["img"], x["cap"], x["cap_lens"], x["dense"], x["dense_lens"]
 
 
-@pytest.mark.parametrize("cfg", _single_flips())
+@pytest.mark.parametrize("cfg", single_flips())
 def test_one_call_with_per_image_dense_captions_equals_one_call_per_image(cfg, inputs):
     torch.manual_seed(0)
     head = SEPSHead(cfg, text_chunk_size=8).eval()  # several chunks: texts get ordered
@@ -65,7 +48,7 @@ def test_one_call_with_per_image_dense_captions_equals_one_call_per_image(cfg, i
     torch.testing.assert_close(batched, oracle, rtol=0, atol=TOL)
 
 
-@pytest.mark.parametrize("cfg", _single_flips())
+@pytest.mark.parametrize("cfg", single_flips())
 def test_training_with_per_image_dense_captions_draws_and_selects_as_one_call_per_image(
     cfg, inputs
 ):

@@ -8,9 +8,10 @@ import dataclasses
 
 import pytest
 import torch
+from switch_flips import single_flips
 
 from seps.chunking import TextReuse
-from seps.config import CHOICES, get_config
+from seps.config import get_config
 from seps.evaluate import DENSE_SOURCES, similarity_matrix
 from seps.head import SEPSHead
 
@@ -20,24 +21,6 @@ C = 32
 #: The switches that change which texts the head reads and orders by (the others act
 #: on the image side only; all 63 single flips were checked once, the same bits).
 TEXT_SIDE = ("scoring", "dense_fusion")
-
-
-def _configs():
-    """The three presets and each text-side switch flipped on each."""
-    out = []
-    for preset in ("laps", "code", "paper"):
-        base = dataclasses.replace(get_config(preset), embed_size=C, num_patches=36)
-        out.append(pytest.param(base, id=preset))
-        for field, values in ((f, CHOICES[f]) for f in TEXT_SIDE):
-            for value in values:
-                if getattr(base, field) == value:
-                    continue
-                try:
-                    cfg = dataclasses.replace(base, **{field: value})
-                except ValueError:  # a combination the config refuses
-                    continue
-                out.append(pytest.param(cfg, id=f"{preset}-{field}={value}"))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +37,7 @@ def inputs():
     )
 
 
-@pytest.mark.parametrize("cfg", _configs())
+@pytest.mark.parametrize("cfg", single_flips(TEXT_SIDE))
 def test_reusing_text_work_gives_the_same_bits_under_every_protocol(cfg, inputs, monkeypatch):
     torch.manual_seed(0)
     head = SEPSHead(cfg, text_chunk_size=8)  # several chunks: the texts get ordered
