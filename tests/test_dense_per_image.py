@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 import torch
-from switch_flips import single_flips
+from switch_flips import random_inputs, single_flips
 
 from seps.chunking import TextBatch, order_by_length, texts_per_image
 from seps.config import get_config
@@ -22,19 +22,11 @@ TOL = 1e-5  # SPEC.md's float32 tolerance: the images are batched, not called on
 
 @pytest.fixture(scope="module")
 def inputs():
-    g = torch.Generator().manual_seed(0)
-    n_img, n_cap = 5, 24
-    return dict(
-        img=torch.randn(n_img, 37, C, generator=g),
-        cap=torch.randn(n_cap, 20, C, generator=g),
-        cap_lens=torch.randint(3, 20, (n_cap,), generator=g),
-        dense=torch.randn(n_img, 50, C, generator=g),
-        dense_lens=torch.randint(20, 50, (n_img,), generator=g),
-    )
+    return random_inputs(5, 24, C)
 
 
 def _args(x):
-    return x["img"], x["cap"], x["cap_lens"], x["dense"], x["dense_lens"]
+    return x["img_embs"], x["cap_embs"], x["cap_lens"], x["dense_embs"], x["dense_lens"]
 
 
 @pytest.mark.parametrize("cfg", single_flips())
@@ -96,16 +88,7 @@ def test_candidate_similarities_do_not_depend_on_the_image_shard(preset, inputs)
     cfg = dataclasses.replace(get_config(preset), embed_size=C, num_patches=36)
     torch.manual_seed(0)
     head = SEPSHead(cfg, text_chunk_size=8)
-    kw = dict(
-        img_embs=inputs["img"],
-        cap_embs=inputs["cap"],
-        cap_lens=inputs["cap_lens"],
-        dense_embs=inputs["dense"],
-        dense_lens=inputs["dense_lens"],
-        caption_to_image=torch.arange(24) // 5 % 5,
-        dense_source="candidate",
-        text_shard=10,
-    )
+    kw = dict(inputs, dense_source="candidate", text_shard=10)
     one_by_one = similarity_matrix(head, image_shard=1, **kw)
     sharded = similarity_matrix(head, image_shard=2, **kw)  # 2 + 2 + 1 images
     torch.testing.assert_close(sharded, one_by_one, rtol=0, atol=TOL)

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 import torch
-from switch_flips import single_flips
+from switch_flips import random_inputs, single_flips
 
 from seps.chunking import TextReuse
 from seps.config import get_config
@@ -25,16 +25,7 @@ TEXT_SIDE = ("scoring", "dense_fusion")
 
 @pytest.fixture(scope="module")
 def inputs():
-    g = torch.Generator().manual_seed(0)
-    n_img, n_cap = 4, 40
-    return dict(
-        img_embs=torch.randn(n_img, 37, C, generator=g),
-        cap_embs=torch.randn(n_cap, 20, C, generator=g),
-        cap_lens=torch.randint(3, 20, (n_cap,), generator=g),
-        dense_embs=torch.randn(n_img, 50, C, generator=g),
-        dense_lens=torch.randint(20, 50, (n_img,), generator=g),
-        caption_to_image=torch.arange(n_cap) // 5 % n_img,
-    )
+    return random_inputs(4, 40, C)
 
 
 @pytest.mark.parametrize("cfg", single_flips(TEXT_SIDE))
