@@ -8,7 +8,8 @@ without training, downloading or writing anything:
   :class:`~seps.train_config.TrainConfig` defaults and the head switches that differ from
   each run's preset, those shared by every run once, the others per run;
 - what is to do: runs, trainings (runs that differ only in evaluation share one) and
-  epochs, after the records that are stored and current;
+  epochs, after the records that are stored and current and those to copy from another
+  matrix that has measured the same run (:mod:`seps.twins`);
 - the disk the trainings' checkpoints take, from parameter counts of the models built on
   the ``meta`` device (no weights in memory, nothing downloaded; ``unknown`` when the
   architecture is not available offline).
@@ -31,6 +32,7 @@ from .official import builtin_config
 from .runner import PlannedRun, decide, is_stale, record_path, reusable_work_dir
 from .store import RecordError, read_record
 from .train_config import TrainConfig
+from .twins import find_twin
 
 __all__ = [
     "ModelSize",
@@ -306,15 +308,17 @@ def dry_run_text(
     version: str,
     retry_failed: bool = False,
     rerun_stale: bool = False,
+    reuse: bool = True,
 ) -> str:
     """Everything ``--dry-run`` prints for ``planned`` (see the module docstring); what is
     to do follows :func:`seps.runner.decide` for this code's ``version``
-    (:func:`seps.version.code_version`) with the same ``retry_failed`` and
-    ``rerun_stale`` as the run would."""
+    (:func:`seps.version.code_version`) with the same ``retry_failed``, ``rerun_stale``
+    and ``reuse`` as the run would (with ``reuse``, a run another matrix has measured is
+    counted as copied: :mod:`seps.twins`)."""
     from tabulate import tabulate
 
     rows, todo = [], []
-    counts = {"current": 0, "failed": 0, "stale": 0, "unreadable": 0}
+    counts = {"current": 0, "failed": 0, "stale": 0, "unreadable": 0, "copied": 0}
     for p in planned:
         rec, stored = _stored(record_path(results, p), version)
         rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
@@ -323,7 +327,10 @@ def dry_run_text(
         else:
             what = decide(rec, version, retry_failed=retry_failed, rerun_stale=rerun_stale)
         if what in ("run", "rerun-stale"):
-            todo.append(p)
+            if reuse and find_twin(results, p.matrix, p.key, p.seed, version):
+                counts["copied"] += 1
+            else:
+                todo.append(p)
         elif what == "skip":
             counts["current" if rec and rec["status"] == "done" else "failed"] += 1
         else:
@@ -352,6 +359,8 @@ def _todo_lines(
         kept.append(f"{counts['stale']} stale kept (--rerun-stale redoes them)")
     if counts["unreadable"]:
         kept.append(f"{counts['unreadable']} unreadable left in place (--retry-failed)")
+    if counts["copied"]:
+        kept.append(f"{counts['copied']} to copy from other matrices' records (--no-reuse)")
     # One training per (training key, seed); one already finished by this code (another
     # run of its group is stored) is only evaluated again.
     trainings: dict[tuple[str, int], PlannedRun] = {}

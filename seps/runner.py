@@ -67,6 +67,7 @@ from .store import (
     quarantine,
     read_record,
 )
+from .twins import copy_record, find_twin
 from .version import VERSION_KEY, code_version
 
 #: Fields that only change the evaluation, so runs differing in them share a training.
@@ -165,6 +166,31 @@ def _decision(path: Path, retry_failed: bool, rerun_stale: bool) -> Decision:
     return decide(rec, code_version(), retry_failed=retry_failed, rerun_stale=rerun_stale)
 
 
+def labels(p: PlannedRun) -> dict[str, Any]:
+    """The record fields that place ``p`` in its matrix (:data:`seps.twins.LABELS`)."""
+    return {
+        "matrix": p.matrix,
+        "profile": p.profile,
+        "run_id": p.run.id,
+        "describe": p.run.describe(),
+        "preset": p.run.preset,
+        "difference": p.run.difference,
+        "paper_row": p.run.paper_row,
+    }
+
+
+def copy_twin(p: PlannedRun, results: Path) -> dict[str, Any] | None:
+    """Store and return a copy of the record another matrix holds for ``p``'s key and
+    seed at this code version (:mod:`seps.twins`); ``None`` when there is none."""
+    found = find_twin(results, p.matrix, p.key, p.seed, code_version())
+    if found is None:
+        return None
+    path, twin = found
+    record = copy_record(twin, path, results, labels(p))
+    atomic_write_json(record_path(results, p), record, fault_point="record_write")
+    return record
+
+
 def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
     """Train (or resume) and evaluate one planned run; write and return its record.
 
@@ -181,13 +207,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     record: dict[str, Any] = {
         "schema": SCHEMA,
         VERSION_KEY: code_version(),
-        "matrix": p.matrix,
-        "profile": p.profile,
-        "run_id": p.run.id,
-        "describe": p.run.describe(),
-        "preset": p.run.preset,
-        "difference": p.run.difference,
-        "paper_row": p.run.paper_row,
+        **labels(p),
         "seed": p.seed,
         "key": p.key,
         "train_key": p.train_key,
@@ -261,6 +281,7 @@ def run_group(
     rerun_stale: bool = False,
     progress: bool = False,
     block: bool = False,
+    reuse: bool = True,
     say: Callable[[str], None] = print,
 ) -> list[dict[str, Any]] | None:
     """Run the pending runs of one training group under its lock.
@@ -271,7 +292,9 @@ def run_group(
     completed it meanwhile. With ``rerun_stale``, a stale record is moved aside
     (:func:`set_aside_stale`) just before its run is redone. Before the first run that
     executes, the group's work folder is claimed for this code (:func:`claim_work_dir`):
-    training state written by other code is set aside, not resumed.
+    training state written by other code is set aside, not resumed. With ``reuse``, a
+    run whose key and seed another matrix of the store has already measured at this code
+    version is copied from that record instead (:func:`copy_twin`).
     """
     lock = RunLock(lock_path(results, group[0]))
     if not lock.acquire():
@@ -292,11 +315,16 @@ def run_group(
                 continue
             if todo not in ("run", "rerun-stale"):
                 continue
+            if todo == "rerun-stale":
+                set_aside_stale(path)
+            rec = copy_twin(p, results) if reuse else None
+            if rec is not None:
+                say(f"{p.run.id} s{p.seed}: copied from {rec['copied_from']} (same key and seed)")
+                out.append(rec)
+                continue
             if not claimed:
                 _claim_work_dir(group, say)
                 claimed = True
-            if todo == "rerun-stale":
-                set_aside_stale(path)
             rec = execute(p, results, progress=progress)
             say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
             out.append(rec)
@@ -316,9 +344,16 @@ def _claim_work_dir(group: list[PlannedRun], say: Callable[[str], None]) -> None
 
 
 def _execute_group(
-    group: list[PlannedRun], results: str, retry_failed: bool, rerun_stale: bool
+    group: list[PlannedRun], results: str, retry_failed: bool, rerun_stale: bool, reuse: bool
 ) -> None:
-    run_group(group, Path(results), retry_failed=retry_failed, rerun_stale=rerun_stale, block=True)
+    run_group(
+        group,
+        Path(results),
+        retry_failed=retry_failed,
+        rerun_stale=rerun_stale,
+        block=True,
+        reuse=reuse,
+    )
 
 
 class MatrixOutcome(list):  # type: ignore[type-arg]
@@ -349,6 +384,7 @@ def run_matrix(
     rerun_stale: bool = False,
     progress: bool = True,
     ray_address: str | None = None,
+    reuse: bool = True,
     say: Callable[[str], None] | None = None,
     **train_overrides: Any,
 ) -> MatrixOutcome:
@@ -361,7 +397,9 @@ def run_matrix(
     skipped but was made by other code (:func:`is_stale`) is kept and counted in one
     line, unless ``rerun_stale``: then it is moved aside as ``*.stale.json`` and the run
     is done again (:func:`decide`). Runs sharing a training are done together under one
-    lock; a group another process holds is waited for at the end.
+    lock; a group another process holds is waited for at the end. With ``reuse`` (the
+    default), a run another matrix of the store has already measured (same key and
+    seed, this code version) is copied, not evaluated again (:mod:`seps.twins`).
     """
     from tqdm.auto import tqdm
 
@@ -403,7 +441,7 @@ def run_matrix(
     if warning:
         say(warning)
     if backend == "ray":
-        _run_ray(list(groups.values()), results, ray_address, retry_failed, rerun_stale)
+        _run_ray(list(groups.values()), results, ray_address, retry_failed, rerun_stale, reuse)
     else:
         desc = f"{matrix.name} ({profile.name})"
         bar = tqdm(total=n_todo, desc=desc, disable=not progress, unit="run")
@@ -414,6 +452,7 @@ def run_matrix(
             retry_failed=retry_failed,
             rerun_stale=rerun_stale,
             progress=progress,
+            reuse=reuse,
             say=say,
         )
         for group in groups.values():
@@ -452,6 +491,7 @@ def _run_ray(
     address: str | None,
     retry_failed: bool,
     rerun_stale: bool,
+    reuse: bool,
 ) -> None:
     try:
         import ray
@@ -469,7 +509,7 @@ def _run_ray(
     try:
         gpus = 1 if torch.cuda.is_available() else 0
         task = ray.remote(num_gpus=gpus, num_cpus=1)(_execute_group)
-        ray.get([task.remote(g, str(results), retry_failed, rerun_stale) for g in groups])
+        ray.get([task.remote(g, str(results), retry_failed, rerun_stale, reuse) for g in groups])
     finally:
         if started_here:
             ray.shutdown()
@@ -494,9 +534,11 @@ __all__ = [
     "PlannedRun",
     "check_data_dirs",
     "claim_work_dir",
+    "copy_twin",
     "decide",
     "execute",
     "is_stale",
+    "labels",
     "plan",
     "read_record",
     "reusable_work_dir",

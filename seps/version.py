@@ -33,10 +33,11 @@ VERSION_KEY = "code_version"
 #:
 #: Left out on purpose, since changing them cannot change a stored number: ``report/``,
 #: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
-#: its own); ``cli/``, ``runner``, ``staleness``, ``run_plan``, ``overrides``, ``store``, ``faults``
-#: (orchestration, storage, kill points for tests); ``prebuild`` (builds a pretraining
-#: cache before a run, whose content the pretraining key fixes); ``provenance`` (stamps
-#: the CPU and the pretrained weights' fingerprint on a record: facts, not numbers);
+#: its own); ``cli/``, ``runner``, ``staleness``, ``twins``, ``run_plan``, ``overrides``,
+#: ``store``, ``faults`` (orchestration, storage, kill points for tests); ``prebuild``
+#: (builds a pretraining cache before a run, whose content the pretraining key fixes);
+#: ``provenance`` (stamps the CPU and the pretrained weights' fingerprint on a record:
+#: facts, not numbers);
 #: ``float_path`` (pins the CPU kernels when asked: a machine setting like the CPU
 #: itself, stamped on each record as ``environment.cpu.overrides``, not code);
 #: ``ratio_scale`` (prints ratio weights, which count in run keys once copied into a

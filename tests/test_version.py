@@ -29,6 +29,7 @@ NOT_HASHED = {
     "formatting.py",
     "runner.py",
     "staleness.py",  # the runner's run / skip / stale decisions on stored records
+    "twins.py",  # copies a record another matrix made for the same key, seed and version
     "stats.py",
     "store.py",
     "version.py",

@@ -84,6 +84,13 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         "beside as <name>.stale.json. Without it they are kept and counted",
     )
     p.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="evaluate every run here, even one another matrix of the store has already "
+        "measured (same key and seed, this code version); by default that record is "
+        "copied, naming its source in copied_from",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="print the resolved runs, their settings, what is to do (runs, trainings, "
@@ -134,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
                 version=code_version(),
                 retry_failed=args.retry_failed,
                 rerun_stale=args.rerun_stale,
+                reuse=not args.no_reuse,
             )
         )
         return 0
@@ -153,6 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         rerun_stale=args.rerun_stale,
         progress=not args.no_progress,
         ray_address=args.ray_address,
+        reuse=not args.no_reuse,
         **_overrides(args),
     )
     counts = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "diverged")}
