@@ -43,6 +43,7 @@ from .ablations import (
     resolve,
 )
 from .float_path import check_in_force
+from .machine_load import LOAD_FIELD, LoadWatch
 from .prebuild import prebuild_pretraining
 from .provenance import resume_warning, stamp
 from .staleness import (  # noqa: F401  (re-exported: the runner's API)
@@ -191,33 +192,11 @@ def copy_twin(p: PlannedRun, results: Path) -> dict[str, Any] | None:
     return record
 
 
-def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
-    """Train (or resume) and evaluate one planned run; write and return its record.
-
-    ``status`` is ``done``; ``diverged`` (a non-finite loss ended training: the
-    ``divergence`` field says at which epoch and step, with the count of non-finite
-    steps); or ``failed`` with ``error``, ``traceback`` and ``failure_kind``
-    (:func:`failure_kind`). Every record, whatever its status, carries the
-    :func:`~seps.version.code_version` of this code under ``code_version``.
-    """
-    cfg = p.train_cfg
-    cfg.progress = progress
-    started = time.time()
-    t0 = time.perf_counter()
-    record: dict[str, Any] = {
-        "schema": SCHEMA,
-        VERSION_KEY: code_version(),
-        **labels(p),
-        "seed": p.seed,
-        "key": p.key,
-        "train_key": p.train_key,
-        "head_config": p.head.to_dict(),
-        "train_config": cfg.to_dict(),
-        "started": started,
-    }
+def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
+    """Train and evaluate ``p``, adding its outcome to ``record`` (see :func:`execute`)."""
     try:
         # Looked up at call time (tests stand a failing trainer in for it).
-        result = trainer.train(cfg, p.head, resume=True)
+        result = trainer.train(p.train_cfg, p.head, resume=True)
         record.update(
             status="done",
             error=None,
@@ -246,6 +225,37 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
             failure_kind=failure_kind(exc),
             environment=trainer.environment(),
         )
+
+
+def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
+    """Train (or resume) and evaluate one planned run; write and return its record.
+
+    ``status`` is ``done``; ``diverged`` (a non-finite loss ended training: the
+    ``divergence`` field says at which epoch and step, with the count of non-finite
+    steps); or ``failed`` with ``error``, ``traceback`` and ``failure_kind``
+    (:func:`failure_kind`). Every record, whatever its status, carries the
+    :func:`~seps.version.code_version` of this code under ``code_version``, and
+    ``machine_load``: the load average sampled while it ran (:mod:`seps.machine_load`),
+    which says whether its timings had the machine to themselves.
+    """
+    cfg = p.train_cfg
+    cfg.progress = progress
+    started = time.time()
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        VERSION_KEY: code_version(),
+        **labels(p),
+        "seed": p.seed,
+        "key": p.key,
+        "train_key": p.train_key,
+        "head_config": p.head.to_dict(),
+        "train_config": cfg.to_dict(),
+        "started": started,
+    }
+    with LoadWatch() as watch:  # what else ran while this run was timed
+        _train_into(record, p)
+    record[LOAD_FIELD] = watch.summary()
     stamp(record, cfg.pretrain)  # the CPU and pretrained weights, which decide the bits too
     record["wall_seconds"] = time.perf_counter() - t0
     atomic_write_json(record_path(results, p), record, fault_point="record_write")

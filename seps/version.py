@@ -37,7 +37,7 @@ VERSION_KEY = "code_version"
 #: ``store``, ``faults`` (orchestration, storage, kill points for tests); ``prebuild``
 #: (builds a pretraining cache before a run, whose content the pretraining key fixes);
 #: ``provenance`` (stamps the CPU and the pretrained weights' fingerprint on a record:
-#: facts, not numbers);
+#: facts, not numbers); ``machine_load`` (the load average while a run was timed);
 #: ``float_path`` (pins the CPU kernels when asked: a machine setting like the CPU
 #: itself, stamped on each record as ``environment.cpu.overrides``, not code);
 #: ``ratio_scale`` (prints ratio weights, which count in run keys once copied into a

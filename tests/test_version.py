@@ -30,6 +30,7 @@ NOT_HASHED = {
     "runner.py",
     "staleness.py",  # the runner's run / skip / stale decisions on stored records
     "twins.py",  # copies a record another matrix made for the same key, seed and version
+    "machine_load.py",  # the load average while a run was timed: a fact, not a number
     "stats.py",
     "store.py",
     "version.py",

@@ -16,7 +16,17 @@ from typing import Any
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import DASH, code, fmt, fmt_ci, fmt_count, is_missing, markdown_table
+from ..formatting import (
+    DASH,
+    code,
+    fmt,
+    fmt_ci,
+    fmt_count,
+    fmt_n,
+    is_missing,
+    markdown_table,
+)
+from ..machine_load import BUSY_MARGIN
 from ..stats import ALPHA, mean_ci
 from .compare import Family
 from .records import (
@@ -421,20 +431,45 @@ def cost_lines(summary: pd.DataFrame) -> list[str]:
     rows = []
     for r in summary.to_dict("records"):
         mem = r["peak_memory_bytes"]
+        busy = BUSY_MARK if r["busy_n"] else ""
         rows.append(
             [
                 r["profile"],
                 variant_text(r),
                 fmt_count(r["parameters"]),
                 fmt_count(r["trainable_parameters"]),
-                fmt(r["train_seconds_mean"]),
-                fmt(r["wall_seconds_mean"]),
+                fmt(r["train_seconds_mean"]) + busy,
+                fmt(r["wall_seconds_mean"]) + busy,
                 fmt(r["train_pairs_per_second_mean"], 0),
                 fmt(r["eval_pairs_per_second_mean"], 0),
                 DASH if is_missing(mem) else fmt(mem / 2**20, 0),
             ]
         )
-    return [*lines, markdown_table(rows, headers), "", *_total_wall_lines(summary)]
+    return [
+        *lines,
+        markdown_table(rows, headers),
+        "",
+        *_busy_lines(summary),
+        *_total_wall_lines(summary),
+    ]
+
+
+#: Marks the timings of a variant that include records timed on a busy machine.
+BUSY_MARK = " †"
+
+
+def _busy_lines(summary: pd.DataFrame) -> list[str]:
+    """The footnote of :data:`BUSY_MARK` (nothing when no record was timed busy)."""
+    n = int(pd.to_numeric(summary["busy_n"], errors="coerce").fillna(0).sum())
+    if not n:
+        return []
+    return [
+        f"{BUSY_MARK.strip()} includes {fmt_n(n, 'record')} timed on a busy machine: the "
+        "1-minute load average rose above the CPU count plus "
+        f"{BUSY_MARGIN} while it ran (other work competed for the cores; "
+        "`seps/machine_load.py`). Those times are not comparable with the others.",
+        "",
+    ]
 
 
 def _total_wall_lines(summary: pd.DataFrame) -> list[str]:
@@ -447,12 +482,19 @@ def _total_wall_lines(summary: pd.DataFrame) -> list[str]:
         total = pd.to_numeric(rows["wall_seconds_sum"], errors="coerce").sum(min_count=1)
         if is_missing(total):
             continue
-        n = int(rows["n"].sum())
+        copied = int(rows["copied_n"].sum())
+        n = int(rows["n"].sum()) - copied
         hours, minutes = divmod(round(float(total) / 60), 60)
         out.append(
             f"Wall time of the {n} completed records of profile `{profile}`: "
             f"{hours} h {minutes:02d} min (the runner's clock per record, summed; a run "
-            "evaluated on a training it shares with another run counts its evaluation only)."
+            "evaluated on a training it shares with another run counts its evaluation only)"
+            + (
+                f"; {fmt_n(copied, 'record')} copied from another matrix that measured the "
+                "same run cost nothing here and are left out."
+                if copied
+                else "."
+            )
         )
     return [*out, ""] if out else []
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..ablations import Matrix
 from ..formatting import fmt_n, is_missing
+from ..machine_load import was_busy
 from ..provenance import UNRECORDED_CPU, cpu_label
 from ..store import RECORD_NAME, RecordError, scan_records
 
@@ -70,6 +71,8 @@ RECORD_COLUMNS = (
     "trainable_parameters",
     "peak_memory_bytes",
     "wall_seconds",
+    "busy",
+    "copied_from",
     "nonfinite_steps",
     "torch",
     "device_name",
@@ -154,6 +157,8 @@ def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str,
         eval_dense_source=eval_dense_of(rec),
         # The test split's text-only matcher (seps.baselines), a reference, not a metric.
         text_only_rsum=rec.get("text_only_rsum"),
+        # Timed while other work ran (seps.machine_load); None: not sampled.
+        busy=was_busy(rec),
         torch=env.get("torch"),
         device_name=env.get("device_name"),
         git_commit=env.get("git_commit"),

@@ -55,6 +55,8 @@ SUMMARY_COLUMNS = (
     "train_seconds_mean",
     "wall_seconds_mean",
     "wall_seconds_sum",
+    "busy_n",
+    "copied_n",
     "train_pairs_per_second_mean",
     "eval_pairs_per_second_mean",
     "parameters",
@@ -96,7 +98,10 @@ def summarise_current(
     ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
     records, ``varies`` when they differ), ``baseline_rsum_mean`` (the reference's mean over
     the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
-    (the runner's wall clock per completed record: mean and total), ``train_pairs_per_second_mean,
+    (the runner's wall clock per completed record: mean, and total over the records
+    computed in this matrix, not copied from another: :mod:`seps.twins`), ``busy_n`` (completed
+    records timed on a busy machine: :mod:`seps.machine_load`), ``copied_n`` (completed
+    records copied from another matrix), ``train_pairs_per_second_mean,
     eval_pairs_per_second_mean, parameters, trainable_parameters, peak_memory_bytes``.
     """
     rows: list[dict[str, Any]] = []
@@ -148,8 +153,12 @@ def summarise_current(
                 train_seconds_mean=_mean(done["train_seconds"]),
                 wall_seconds_mean=_mean(done["wall_seconds"]),
                 wall_seconds_sum=float(
-                    pd.to_numeric(done["wall_seconds"], errors="coerce").sum(min_count=1)
+                    pd.to_numeric(
+                        done.loc[done["copied_from"].isna(), "wall_seconds"], errors="coerce"
+                    ).sum(min_count=1)
                 ),
+                busy_n=int(sum(b is True for b in done["busy"])),  # None: not sampled
+                copied_n=int(done["copied_from"].notna().sum()),
                 train_pairs_per_second_mean=_mean(done["train_pairs_per_second"]),
                 eval_pairs_per_second_mean=_mean(done["eval_pairs_per_second"]),
                 parameters=_mean(done["parameters"]),
