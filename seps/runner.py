@@ -192,6 +192,17 @@ def copy_twin(p: PlannedRun, results: Path) -> dict[str, Any] | None:
     return record
 
 
+def _what_runs_here(work: Path) -> str:
+    """What of a run this process does, given its training folder: the load it samples
+    covers that part only (a training finished or begun by an earlier process was timed
+    under that process's load, which its own record holds)."""
+    if (work / "result.json").is_file():
+        return "evaluation"
+    if (work / "checkpoint_last.pt").is_file():
+        return "rest of training, evaluation"
+    return "training, evaluation"
+
+
 def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
     """Train and evaluate ``p``, adding its outcome to ``record`` (see :func:`execute`)."""
     try:
@@ -236,7 +247,8 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     (:func:`failure_kind`). Every record, whatever its status, carries the
     :func:`~seps.version.code_version` of this code under ``code_version``, and
     ``machine_load``: the load average sampled while it ran (:mod:`seps.machine_load`),
-    which says whether its timings had the machine to themselves.
+    which says whether its timings had the machine to themselves, and ``covers``: what
+    of the run this process did (:func:`_what_runs_here`).
     """
     cfg = p.train_cfg
     cfg.progress = progress
@@ -253,9 +265,10 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
         "train_config": cfg.to_dict(),
         "started": started,
     }
+    covers = _what_runs_here(Path(cfg.out_dir))
     with LoadWatch() as watch:  # what else ran while this run was timed
         _train_into(record, p)
-    record[LOAD_FIELD] = watch.summary()
+    record[LOAD_FIELD] = {**watch.summary(), "covers": covers}
     stamp(record, cfg.pretrain)  # the CPU and pretrained weights, which decide the bits too
     record["wall_seconds"] = time.perf_counter() - t0
     atomic_write_json(record_path(results, p), record, fault_point="record_write")

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from ablation_roots import make_ablation_root
 from test_report import MATRIX_YAML, _store, _table_after
-from test_twins import PROFILE
+from test_runner import PROFILE, _run
+from test_twins import MATRICES
 
-from seps.ablations import load_matrix, load_profile
 from seps.machine_load import BUSY_MARGIN, LOAD_FIELD, LoadWatch, was_busy
 from seps.report import write_report
-from seps.runner import run_matrix
 
 
 def test_a_watch_samples_at_entry_while_the_work_runs_and_at_exit():
@@ -52,27 +51,19 @@ def test_a_record_made_before_the_load_was_sampled_has_no_verdict():
 
 
 def test_every_run_record_carries_the_machine_load(tmp_path, synth):
-    import shutil
-
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    shutil.copy(Path(__file__).resolve().parents[1] / "ablations" / "differences.yaml", root)
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRICES["mini"]})
     (root / "profiles.yaml").write_text(PROFILE)
-    (root / "matrices" / "one.yaml").write_text(
-        "name: one\ndescription: d\nbaseline: code\nruns:\n  - {id: code, preset: code}\n"
-    )
-    (rec,) = run_matrix(
-        load_matrix("one", root),
-        load_profile("tiny", root),
-        [0],
-        tmp_path / "results",
-        progress=False,
-        data_path=str(synth),
-        device="cpu",
-    )
+    (rec,) = _run(root, tmp_path / "results", synth)
     load = rec[LOAD_FIELD]
     assert load["cpus"] == os.cpu_count() and load["samples"] >= 2
     assert load["load_1min_max"] >= load["load_1min_start"]
+    assert load["covers"] == "training, evaluation"
+    # Run again on the finished training: this process only evaluates, and says so (the
+    # training's times come from the earlier process, whose load this one did not see).
+    next((tmp_path / "results" / "mini").glob("code-*.json")).unlink()
+    (again,) = _run(root, tmp_path / "results", synth)
+    assert again[LOAD_FIELD]["covers"] == "evaluation"
+    assert again["train_seconds"] == rec["train_seconds"]
 
 
 def _rewrite(path: Path, **fields) -> None:

@@ -3,50 +3,37 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from ablation_roots import make_ablation_root
+from test_runner import PROFILE, _run
 
 import seps.train
 from seps.ablations import load_matrix, load_profile
 from seps.run_plan import dry_run_text
-from seps.runner import plan, read_record, run_matrix
+from seps.runner import plan, read_record
 from seps.store import SCHEMA
 from seps.twins import COPIED_FROM, LABELS, copy_record, find_twin
 from seps.version import VERSION_KEY, code_version
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
-
-PROFILE = """
-tiny:
-  description: test-sized
-  seeds: [0]
-  head: {embed_size: 32}
-  train: {synth_images: 60, image_size: 32, epochs: 1, batch_size: 8, max_steps_per_epoch: 2,
-          val_images: 0, backbone_lr_mult: 1.0, vocab_size: 300, max_dense_words: 48}
-"""
-
 # ``other`` and ``third`` hold the run ``mini`` calls ``code`` under other ids: the same
 # configs, so the same key.
 MATRICES = {
-    "mini": "name: mini\ndescription: d\nbaseline: code\nruns:\n  - {id: code, preset: code}\n",
-    "other": (
-        "name: other\ndescription: d\nbaseline: reference\nruns:\n"
-        "  - {id: reference, preset: code}\n"
-    ),
-    "third": "name: third\ndescription: d\nbaseline: again\nruns:\n  - {id: again, preset: code}\n",
+    name: {
+        "name": name,
+        "description": "d",
+        "baseline": run_id,
+        "runs": [{"id": run_id, "preset": "code"}],
+    }
+    for name, run_id in (("mini", "code"), ("other", "reference"), ("third", "again"))
 }
 
 
 @pytest.fixture()
 def root(tmp_path):
-    r = tmp_path / "ablations"
-    (r / "matrices").mkdir(parents=True)
-    shutil.copy(REPO_ABLATIONS / "differences.yaml", r / "differences.yaml")
+    r = make_ablation_root(tmp_path / "ablations", MATRICES)
     (r / "profiles.yaml").write_text(PROFILE)
-    for name, text in MATRICES.items():
-        (r / "matrices" / f"{name}.yaml").write_text(text)
     return r
 
 
@@ -62,19 +49,6 @@ def trainings(monkeypatch):
 
     monkeypatch.setattr(seps.train, "train", counted)
     return calls
-
-
-def _run(root, results, synth, matrix, **kw):
-    return run_matrix(
-        load_matrix(matrix, root),
-        load_profile("tiny", root),
-        [0],
-        results,
-        progress=False,
-        data_path=str(synth),
-        device="cpu",
-        **kw,
-    )
 
 
 def _measured(rec):
