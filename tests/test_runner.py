@@ -336,9 +336,11 @@ _TIMING = ("seconds", "train_pairs_per_second")  # per epoch
 
 def _comparable(rec):
     """A record without what depends on the clock or the process (times, throughput,
-    peak memory) or on where the store lives (the work folders in the train config)."""
+    peak memory, the machine's load and what of the run the process did) or on where
+    the store lives (the work folders in the train config)."""
     keep = {k: v for k, v in rec.items() if "second" not in k and k != "started"}
     keep.pop("environment", None)
+    keep.pop("machine_load", None)
     keep.pop("peak_memory_bytes", None)
     keep["train_config"] = {
         k: v for k, v in rec["train_config"].items() if k not in ("out_dir", "cache_dir")
