@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..ablations import default_root
+from ..report.headline import write_headline
 from ..report.scorecard import write_scorecard
 from ..store import scan_records
 from .registry import command
@@ -29,6 +30,14 @@ def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
         "--ablations",
         help="ablation definitions folder with claims.yaml, matrices/, differences.yaml and "
         "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
+    )
+    p.add_argument(
+        "--readme",
+        metavar="PATH",
+        help="instead of the scorecard file, rewrite the generated headline block of PATH "
+        "(e.g. README.md): the verdict counts and the seven differences' table, between the "
+        "lines '<!-- BEGIN GENERATED: headline -->' and '<!-- END GENERATED: headline -->'; "
+        "nothing else in PATH changes",
     )
     p.add_argument(
         "--allow-mixed-versions",
@@ -53,6 +62,12 @@ def _run_scorecard(args: argparse.Namespace) -> int:
         if not folder.name.startswith(("_", ".")):
             for err in scan_records(folder)[1]:
                 print(f"warning: {err}; not used by the scorecard", file=sys.stderr)
+    if args.readme:
+        path = write_headline(
+            args.readme, results, root, allow_mixed_versions=args.allow_mixed_versions
+        )
+        print(f"headline block: {path}")
+        return 0
     path = write_scorecard(
         args.results, args.out, root, allow_mixed_versions=args.allow_mixed_versions
     )

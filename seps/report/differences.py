@@ -129,6 +129,29 @@ def _status(c: Comparison | None, family: Family | None) -> str:
     return "ns"
 
 
+def difference_rows(
+    by_diff: dict[str, dict[str, Comparison | None]],
+    family: Family | None,
+    claims: dict[str, str],
+) -> list[list[str]]:
+    """One table row per difference of one profile: its id, seed 004's claimed impact,
+    then for each of :data:`DIRECTIONS` Δ rSum ± CI, the corrected p and the verdict
+    (``no record``, ``—``, ``—`` without a comparison). Shared by the report section and
+    the README's headline block (:mod:`seps.report.headline`)."""
+    rows = []
+    for diff, by_dir in by_diff.items():
+        row = [code(diff), claims.get(diff, DASH)]
+        for preset, _ in DIRECTIONS:
+            r = _row(by_dir.get(preset), family)
+            row += (
+                ["no record", DASH, DASH]
+                if r is None
+                else [delta_text(r, mark=False), p_adj_text(r), verdict_text(r)]
+            )
+        rows.append(row)
+    return rows
+
+
 def _summary_lines(
     by_diff: dict[str, dict[str, Comparison | None]], family: Family | None
 ) -> list[str]:
@@ -228,17 +251,7 @@ def difference_section(
     for _, label in DIRECTIONS:
         headers += [f"{label}: Δ rSum", "p (Holm)", "verdict"]
     for profile, by_diff in cells.items():
-        rows = []
-        for diff, by_dir in by_diff.items():
-            row = [code(diff), claims.get(diff, DASH)]
-            for preset, _ in DIRECTIONS:
-                r = _row(by_dir.get(preset), family)
-                row += (
-                    ["no record", DASH, DASH]
-                    if r is None
-                    else [delta_text(r, mark=False), p_adj_text(r), verdict_text(r)]
-                )
-            rows.append(row)
+        rows = difference_rows(by_diff, family, claims)
         lines += [f"### Profile `{profile}`", "", markdown_table(rows, headers), ""]
         lines += _summary_lines(by_diff, family)
     caption = "Δ rSum of each difference, flipped on code and reverted in paper"
@@ -250,6 +263,7 @@ __all__ = [
     "DIRECTIONS",
     "difference_cells",
     "difference_comparisons",
+    "difference_rows",
     "difference_section",
     "plot_differences",
 ]

@@ -443,6 +443,18 @@ def leakage_lines(rows: Sequence[Row], family: Family) -> list[str]:
     ]
 
 
+def verdict_counts(rows: Sequence[Row], family: Family | None = None) -> dict[str, int]:
+    """How many of ``rows`` (one per claim and tested pair) get each verdict, in the order
+    of :data:`VERDICTS` (zero counts kept), judged in ``family`` (default: the rows' own
+    Holm family, as the scorecard judges them)."""
+    family = family if family is not None else family_of_rows(rows)
+    counts = dict.fromkeys(VERDICTS, 0)
+    for r in rows:
+        verdict = verdict_of(r, family)
+        counts[next(v for v in VERDICTS if verdict.startswith(v))] += 1
+    return counts
+
+
 def render_scorecard(
     rows: Sequence[Row], used: pd.DataFrame, impacts: Mapping[str, str] | None = None
 ) -> str:
@@ -452,10 +464,9 @@ def render_scorecard(
     impacts = impacts or {}
     family = family_of_rows(rows)
     several = len({r.profile for r in rows if r.profile is not None}) > 1
-    table, seen, counts = [], set(), dict.fromkeys(VERDICTS, 0)
+    table, seen = [], set()
+    counts = verdict_counts(rows, family)
     for r in rows:
-        verdict = verdict_of(r, family)
-        counts[next(v for v in VERDICTS if verdict.startswith(v))] += 1
         first = r.claim.id not in seen
         seen.add(r.claim.id)
         table.append(
@@ -540,6 +551,27 @@ def write_scorecard(
     ``allow_mixed_versions``."""
     out = Path(out)
     check_overwritable(out)
+    rows, used = scorecard_inputs(
+        results_dir, root, claims_path=claims_path, allow_mixed_versions=allow_mixed_versions
+    )
+    text = render_scorecard(rows, used, impact_texts(root))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text)
+    return out
+
+
+def scorecard_inputs(
+    results_dir: str | Path,
+    root: Path | None = None,
+    *,
+    claims_path: str | Path | None = None,
+    allow_mixed_versions: bool = False,
+) -> tuple[list[Row], pd.DataFrame]:
+    """The scorecard's rows (:func:`claim_rows` of every claim of ``<root>/claims.yaml`` or
+    ``claims_path``, in order) and the records they read, from ``results_dir``.
+
+    Refuses (``ValueError``) a malformed claims file and records of several code versions
+    unless ``allow_mixed_versions``."""
     claims, matrices = load_claim_file(claims_path, root)
     frames = {name: matrix_records(results_dir, m) for name, m in sorted(matrices.items())}
     rows = [r for c in claims for r in claim_rows(c, matrices, frames)]
@@ -552,10 +584,7 @@ def write_scorecard(
             allow_mixed=allow_mixed_versions,
             what=f"{results_dir} (the records of the scorecard's claims)",
         )
-    text = render_scorecard(rows, used, impact_texts(root))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, text)
-    return out
+    return rows, used
 
 
 __all__ = [
@@ -564,5 +593,7 @@ __all__ = [
     "check_overwritable",
     "claim_rows",
     "render_scorecard",
+    "scorecard_inputs",
+    "verdict_counts",
     "write_scorecard",
 ]

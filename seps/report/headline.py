@@ -1,0 +1,212 @@
+"""The README's headline block: the scorecard's verdict counts and the seven differences.
+
+``seps-bench scorecard --readme README.md`` rewrites the text between two marker lines of
+the README (:data:`BEGIN` and :data:`END`) and nothing else, so the numbers a reader sees
+first are generated from the same records and the same tests as ``reports/README.md``
+and ``reports/seven-differences.md``, never typed by hand.
+
+The block is rendered by a pure function (:func:`render_headline`) of plain data
+(:class:`Headline`); :func:`headline_of` gathers that data from a result store with the
+scorecard's and the report's own code (:func:`seps.report.scorecard.scorecard_inputs`,
+:func:`seps.report.differences.difference_rows`), and :func:`replace_block` splices a
+block into a text. When the records come from several code versions (refused unless
+``allow_mixed_versions``) the block opens with a banner naming each version and its
+record count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ablations import load_matrix
+from ..formatting import DASH, code, fmt_ci, is_missing, markdown_table
+from ..store import atomic_write_text
+from ..version import check_versions
+from .differences import DIRECTIONS, difference_cells, difference_rows
+from .paper import load_claims, load_paper_figures
+from .records import load_results
+from .render import ReportData
+from .scorecard import family_of_rows, scorecard_inputs, verdict_counts
+
+#: The marker lines around the generated block (each alone on its line).
+BEGIN = "<!-- BEGIN GENERATED: headline -->"
+END = "<!-- END GENERATED: headline -->"
+#: The matrix whose report section the block's table repeats.
+DIFFERENCES_MATRIX = "seven-differences"
+#: The presets whose mean rSum the block gives under the table.
+PRESETS = ("laps", "code", "paper")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What the block shows. ``counts``: verdict -> number of scorecard rows (zero counts
+    are left out when rendered); ``claims``: how many claims those rows test;
+    ``differences``: one row per difference as
+    :func:`~seps.report.differences.difference_rows` gives it; ``presets``: (preset, rSum
+    mean ± CI) of the differences matrix; ``profile``: the profile of that table;
+    ``card_versions`` and ``table_versions``: (code version, record count) of the records
+    the counts and the table read, most frequent first."""
+
+    counts: dict[str, int]
+    claims: int
+    differences: list[list[str]]
+    presets: list[tuple[str, str]]
+    profile: str | None
+    card_versions: list[tuple[str, int]]
+    table_versions: list[tuple[str, int]]
+
+
+def render_headline(h: Headline) -> str:
+    """The block's markdown (without the markers), ending with a newline."""
+    lines: list[str] = []
+    card, table = _listed(h.card_versions), _listed(h.table_versions)
+    if len({v for v, _ in h.card_versions + h.table_versions}) > 1:
+        lines += [
+            f"> **Mixed code versions.** The scorecard's counts read records of {card}; the "
+            f"table's, {table}. Generated with `--allow-mixed-versions` while the older "
+            "records are recomputed.",
+            "",
+        ]
+    elif h.card_versions or h.table_versions:
+        lines += [f"Code version {(h.card_versions or h.table_versions)[0][0]}.", ""]
+    rows = sum(h.counts.values())
+    summary = ", ".join(f"**{n} {v}**" for v, n in h.counts.items() if n)
+    lines += [
+        f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims tested "
+        f"in {rows} rows: {summary or 'no rows'}.",
+        "",
+    ]
+    where = f"profile `{h.profile}`, " if h.profile else ""
+    lines += [
+        f"**The seven differences** ([reports/{DIFFERENCES_MATRIX}.md]"
+        f"(reports/{DIFFERENCES_MATRIX}.md), {where}fair `candidate` protocol): Δ rSum of "
+        "adopting the paper's choice, paired by seed, ± 95% CI, with the verdict on the "
+        "report's Holm-corrected p.",
+        "",
+    ]
+    if h.differences:
+        headers = ["difference", "claimed impact (seed 004)"]
+        for _, label in DIRECTIONS:
+            headers += [f"{label}: Δ rSum", "p (Holm)", "verdict"]
+        lines += [markdown_table(h.differences, headers), ""]
+    else:
+        lines += ["No records of the differences yet.", ""]
+    if h.presets:
+        lines += [
+            "Presets, rSum mean ± 95% CI over seeds: "
+            + ", ".join(f"{code(p)} {text}" for p, text in h.presets)
+            + ".",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str, name: str = "README") -> str:
+    """``text`` with the lines strictly between the :data:`BEGIN` and :data:`END` marker
+    lines replaced by ``block``; every other byte is kept.
+
+    Raises:
+        ValueError: one line naming ``name`` when a marker is missing, repeated or out of
+            order.
+    """
+    lines = text.splitlines(keepends=True)
+    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if len(begins) != 1 or len(ends) != 1 or begins[0] > ends[0]:
+        raise ValueError(
+            f"{name}: expected one line '{BEGIN}' followed by one line '{END}' around the "
+            f"generated headline block; found {len(begins)} and {len(ends)}"
+            + (" in the wrong order" if begins and ends and begins[0] > ends[0] else "")
+        )
+    body = block if not block or block.endswith("\n") else block + "\n"
+    return "".join(lines[: begins[0] + 1]) + body + "".join(lines[ends[0] :])
+
+
+def _listed(versions: list[tuple[str, int]]) -> str:
+    if not versions:
+        return "no records"
+    text = ", ".join(f"{v} ({n})" for v, n in versions)
+    return f"code version{'s' if len(versions) > 1 else ''} {text}"
+
+
+def _versions(values: Iterable[object]) -> list[tuple[str, int]]:
+    counts = Counter("unversioned" if is_missing(v) else str(v) for v in values)
+    return sorted(counts.items(), key=lambda i: (-i[1], i[0]))
+
+
+def headline_of(
+    results_dir: str | Path, root: Path | None = None, *, allow_mixed_versions: bool = False
+) -> Headline:
+    """The block's data from the records under ``results_dir``: the scorecard's rows
+    judged as ``seps-bench scorecard`` judges them, and the differences section of the
+    ``seven-differences`` report (its profile with the most completed records).
+
+    Raises ``ValueError`` (one line naming the versions) when the records read come from
+    several code versions, unless ``allow_mixed_versions``."""
+    rows, used = scorecard_inputs(results_dir, root, allow_mixed_versions=allow_mixed_versions)
+    counts = verdict_counts(rows, family_of_rows(rows))
+    matrix = load_matrix(DIFFERENCES_MATRIX, root)
+    data = ReportData.of(matrix, load_results(results_dir, matrix.name))
+    current = data.current
+    card = list(used["code_version"]) if len(used) else []
+    read = list(current["code_version"]) if len(current) else []
+    check_versions(
+        [None if is_missing(v) else str(v) for v in card + read],
+        allow_mixed=allow_mixed_versions,
+        what=f"{results_dir} (the records of the README's headline)",
+    )
+    cells = difference_cells(current)
+    profile = None
+    if cells:
+        done = current[current["status"] == "done"]
+        sizes = done[done["profile"].isin(list(cells))].groupby("profile").size()
+        profile = str(sorted(sizes.items(), key=lambda i: (-i[1], str(i[0])))[0][0])
+    claims = load_claims(root, load_paper_figures(root))
+    table = difference_rows(cells[profile], data.family, claims) if profile else []
+    presets = []
+    summary = data.summary
+    for p in PRESETS:
+        sub = summary[(summary["profile"] == profile) & (summary["run_id"] == p)]
+        if len(sub):
+            r = sub.iloc[0]
+            presets.append((p, fmt_ci(r["rsum_mean"], r["rsum_ci"], int(r["n"]))))
+        elif profile:
+            presets.append((p, DASH))
+    n_claims = len({r.claim.id for r in rows})
+    return Headline(counts, n_claims, table, presets, profile, _versions(card), _versions(read))
+
+
+def write_headline(
+    readme: str | Path,
+    results_dir: str | Path,
+    root: Path | None = None,
+    *,
+    allow_mixed_versions: bool = False,
+) -> Path:
+    """Replace the headline block of ``readme`` (between its markers) with the block of
+    the records under ``results_dir``; the rest of the file stays byte-identical. The
+    markers are checked before any record is read. Returns ``readme``."""
+    path = Path(readme)
+    text = path.read_bytes().decode("utf-8")
+    replace_block(text, "", str(path))
+    block = render_headline(
+        headline_of(results_dir, root, allow_mixed_versions=allow_mixed_versions)
+    )
+    new = replace_block(text, block, str(path))
+    if new != text:
+        atomic_write_text(path, new)
+    return path
+
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "Headline",
+    "headline_of",
+    "render_headline",
+    "replace_block",
+    "write_headline",
+]
