@@ -1,9 +1,10 @@
 """The ``seps-bench`` command line: all argument parsing lives in this package.
 
 One module per subcommand (``presets``, ``data``, ``train`` + ``eval``, ``run``,
-``ratio-scale``, ``report``, ``bench``), each parsing its options and dispatching to the
-library modules (:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`,
-:mod:`seps.bench`, :mod:`seps.ratio_scale`), which never import this package.
+``campaign``, ``ratio-scale``, ``report``, ``bench``), each parsing its options and
+dispatching to the library modules (:mod:`seps.train`, :mod:`seps.runner`,
+:mod:`seps.report`, :mod:`seps.bench`, :mod:`seps.ratio_scale`, :mod:`seps.campaign`),
+which never import this package.
 :mod:`.options` builds ``train``'s flags from the fields of
 :class:`seps.train_config.TrainConfig`, so no default is written twice.
 """
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from ..float_path import ENV_VAR
 from . import (  # noqa: F401  (each registers its command)
     bench,
+    campaign,
     data,
     presets,
     pretrain,

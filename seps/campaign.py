@@ -1,0 +1,176 @@
+"""Campaigns: an ordered list of ``seps-bench run`` steps, kept as data.
+
+A campaign file (``seps/campaigns/<name>.yaml``, shipped in the package, or any path)
+names one profile and, in order, the steps that gather a store's records: each step a
+matrix, an optional ``--only`` filter over its run ids and the seeds. ``seps-bench
+campaign NAME`` runs every step through the command line of ``seps-bench run`` itself
+(:func:`step_argv` gives its arguments), so a campaign resumes exactly as a matrix does:
+the store skips the runs already done.
+
+This module only reads and checks the file (``yaml.safe_load``; an unknown key, a wrong
+type or an unknown matrix is a :class:`CampaignError` of one line naming the file, the
+step and what was expected) and builds the arguments; it never imports :mod:`seps.cli`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: The folder of the campaigns shipped with the package.
+CAMPAIGNS = Path(__file__).resolve().parent / "campaigns"
+#: Keys of a campaign file and of one step (``note`` is for the reader only).
+TOP_KEYS = ("profile", "rerun_stale", "report", "steps")
+STEP_KEYS = ("matrix", "only", "seeds", "note")
+
+
+class CampaignError(ValueError):
+    """A campaign file that cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``seps-bench run``: ``matrix`` (a name or a matrix file), ``only`` (globs over
+    run ids, as ``--only``; ``None``: every run), ``seeds`` (``None``: the profile's)."""
+
+    matrix: str
+    only: str | None = None
+    seeds: tuple[int, ...] | None = None
+    note: str | None = None
+
+    def label(self) -> str:
+        """``matrix [--only ...] [seeds ...]`` for listings."""
+        text = self.matrix
+        if self.only:
+            text += f" --only '{self.only}'"
+        if self.seeds is not None:
+            text += f" --seeds {','.join(map(str, self.seeds))}"
+        return text
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A checked campaign file: its ``name``, ``path``, ``profile``, whether stale records
+    are recomputed (``rerun_stale``) and reports written after each step (``report``),
+    and its ``steps`` in order."""
+
+    name: str
+    path: Path
+    profile: str
+    steps: tuple[Step, ...]
+    rerun_stale: bool = False
+    report: bool = False
+
+
+def list_campaigns() -> list[str]:
+    """The names of the campaigns shipped with the package."""
+    return sorted(p.stem for p in CAMPAIGNS.glob("*.yaml"))
+
+
+def campaign_path(name: str) -> Path:
+    """``name`` as a shipped campaign, else as a path to a campaign file."""
+    shipped = CAMPAIGNS / f"{name}.yaml"
+    if "/" not in name and not name.endswith((".yaml", ".yml")):
+        if not shipped.is_file():
+            known = ", ".join(list_campaigns()) or "none"
+            raise CampaignError(f"unknown campaign {name!r}; shipped: {known}; or give a YAML path")
+        return shipped
+    path = Path(name)
+    if not path.is_file():
+        raise CampaignError(f"{path}: no such campaign file")
+    return path
+
+
+def _keys(doc: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    extra = [str(k) for k in doc if k not in allowed]
+    if extra:
+        raise CampaignError(
+            f"{where}: unknown key {extra[0]!r}; expected one of {', '.join(allowed)}"
+        )
+
+
+def _step(entry: Any, where: str, matrices: Sequence[str] | None) -> Step:
+    if not isinstance(entry, Mapping):
+        raise CampaignError(f"{where}: expected a mapping with a 'matrix' key, got {entry!r}")
+    _keys(entry, STEP_KEYS, where)
+    matrix = entry.get("matrix")
+    if not isinstance(matrix, str) or not matrix:
+        raise CampaignError(f"{where}: 'matrix': expected a matrix name, got {matrix!r}")
+    is_file = matrix.endswith((".yaml", ".yml"))
+    if matrices is not None and not is_file and matrix not in matrices:
+        raise CampaignError(
+            f"{where}: 'matrix': unknown matrix {matrix!r}; known: {', '.join(matrices)}"
+        )
+    only = entry.get("only")
+    if only is not None and (not isinstance(only, str) or not only.strip()):
+        raise CampaignError(f"{where}: 'only': expected comma-separated globs, got {only!r}")
+    seeds = entry.get("seeds")
+    if seeds is not None:
+        ok = isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds)
+        if not ok:
+            raise CampaignError(f"{where}: 'seeds': expected a list of integers, got {seeds!r}")
+        seeds = tuple(seeds)
+    note = entry.get("note")
+    return Step(matrix, only, seeds, None if note is None else str(note))
+
+
+def load_campaign(name: str, matrices: Sequence[str] | None = None) -> Campaign:
+    """Read and check the campaign ``name`` (:func:`campaign_path`); step matrices must be
+    among ``matrices`` (or matrix files) when given."""
+    path = campaign_path(name)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CampaignError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, Mapping):
+        raise CampaignError(f"{path}: expected a mapping with 'profile' and 'steps'")
+    _keys(doc, TOP_KEYS, str(path))
+    profile = doc.get("profile")
+    if not isinstance(profile, str) or not profile:
+        raise CampaignError(f"{path}: 'profile': expected a profile name, got {profile!r}")
+    for flag in ("rerun_stale", "report"):
+        if not isinstance(doc.get(flag, False), bool):
+            raise CampaignError(f"{path}: {flag!r}: expected true or false, got {doc[flag]!r}")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise CampaignError(f"{path}: 'steps': expected a non-empty list of steps")
+    checked = tuple(_step(e, f"{path}: steps[{i}]", matrices) for i, e in enumerate(steps))
+    return Campaign(
+        path.stem if path.parent == CAMPAIGNS else str(path),
+        path,
+        profile,
+        checked,
+        bool(doc.get("rerun_stale", False)),
+        bool(doc.get("report", False)),
+    )
+
+
+def step_argv(
+    campaign: Campaign, step: Step, results: str, reports: str, extra: Sequence[str] = ()
+) -> list[str]:
+    """The arguments of ``seps-bench run`` (without the command name) for ``step``."""
+    argv = [step.matrix, "--profile", campaign.profile, "--results", results]
+    if step.only:
+        argv += ["--only", step.only]
+    if step.seeds is not None:
+        argv += ["--seeds", ",".join(map(str, step.seeds))]
+    argv += ["--reports", reports] if campaign.report else ["--no-report"]
+    if campaign.rerun_stale:
+        argv.append("--rerun-stale")
+    return argv + list(extra)
+
+
+__all__ = [
+    "CAMPAIGNS",
+    "Campaign",
+    "CampaignError",
+    "Step",
+    "campaign_path",
+    "list_campaigns",
+    "load_campaign",
+    "step_argv",
+]

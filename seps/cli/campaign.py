@@ -1,0 +1,90 @@
+"""``seps-bench campaign``: run a campaign's steps (:mod:`seps.campaign`) in order.
+
+Each step is handed to ``seps-bench run`` itself: its arguments (:func:`seps.campaign.step_argv`)
+are parsed by ``run``'s own argument builder and run by ``run``'s own function from the
+command registry, so a step behaves exactly as the same ``seps-bench run`` command line
+(resume, stale records, twins, locks). A failed step is reported in one line and the
+next step goes on, as the shell script the campaigns replace did; the exit status is 1
+when any step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ..ablations import default_root, list_matrices
+from ..campaign import list_campaigns, load_campaign, step_argv
+from .registry import COMMANDS, command
+
+
+def _add_campaign_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "campaign",
+        help=f"a campaign shipped in seps/campaigns/ ({', '.join(list_campaigns())}) or a "
+        "path to a campaign YAML file",
+    )
+    p.add_argument("--results", default="results", help="result store (default results/)")
+    p.add_argument(
+        "--reports",
+        default="reports",
+        help="report folder, for campaigns that write reports (default reports/)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the steps, each as the seps-bench run command it stands for, and exit",
+    )
+    p.add_argument(
+        "--ablations", help="ablation definitions folder for every step (default ./ablations)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _run_step(argv: list[str]) -> int:
+    """``seps-bench run ARGV`` through ``run``'s own parser and function."""
+    _, add_args, runner = COMMANDS["run"]
+    parser = argparse.ArgumentParser(prog="seps-bench run")
+    add_args(parser)
+    args = parser.parse_args(argv)
+    args.command = "run"
+    return int(runner(args) or 0)
+
+
+@command(
+    "campaign",
+    "run a campaign (an ordered list of matrix steps kept as data, e.g. 'standard') through "
+    "seps-bench run; resumes where it stopped",
+    _add_campaign_args,
+)
+def _run_campaign(args: argparse.Namespace) -> int:
+    root = Path(args.ablations) if args.ablations else default_root()
+    campaign = load_campaign(args.campaign, list_matrices(root))
+    extra = ["--no-progress"] if args.no_progress else []
+    if args.ablations:
+        extra += ["--ablations", args.ablations]
+    n = len(campaign.steps)
+    if args.dry_run:
+        print(f"campaign {campaign.name}: {n} steps, profile {campaign.profile}")
+        for i, step in enumerate(campaign.steps, 1):
+            argv = step_argv(campaign, step, args.results, args.reports, extra)
+            print(f"{i:>3}. seps-bench run {shlex.join(argv)}")
+        return 0
+    failed = []
+    for i, step in enumerate(campaign.steps, 1):
+        print(f"campaign {campaign.name}: step {i}/{n}: {step.label()}", flush=True)
+        try:
+            status = _run_step(step_argv(campaign, step, args.results, args.reports, extra))
+        except (ValueError, OSError) as exc:
+            print(
+                f"campaign {campaign.name}: step {i} ({step.matrix}): error: {exc}", file=sys.stderr
+            )
+            status = 2
+        if status:
+            failed.append(i)
+    done = n - len(failed)
+    tail = f"; failed steps: {', '.join(map(str, failed))}" if failed else ""
+    print(f"campaign {campaign.name}: {done} of {n} steps completed{tail}")
+    return 1 if failed else 0
