@@ -15,6 +15,7 @@ never an absolute path) and reads only ``.py`` sources and data bytes, never
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -53,10 +54,6 @@ def modules(root: Path) -> dict[str, Path]:
     return out
 
 
-def _parse(path: Path) -> ast.Module:
-    return ast.parse(path.read_bytes(), filename=path.name)
-
-
 def module_imports(name: str, path: Path, known: Iterable[str]) -> set[str]:
     """The modules of ``known`` that module ``name`` (source ``path``) may import.
 
@@ -70,20 +67,17 @@ def module_imports(name: str, path: Path, known: Iterable[str]) -> set[str]:
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(normalised_tree(path)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found.add(node.value)
+    imports, strings = _scan(Path(path).read_bytes())
+    for level, module, names in imports:
+        if level:
+            base = package.split(".")
+            base = base[: len(base) - (level - 1)]
+            target = ".".join([*base, module] if module else base)
+        else:
+            target = module or ""
+        found.add(target)
+        found.update(f"{target}.{n}" for n in names)
+    found.update(strings)
     return found & known
 
 
@@ -135,13 +129,7 @@ def data_files(root: Path, sources: Iterable[Path]) -> dict[str, Path]:
     a name built at run time would be missed; the tests check that every data file of
     the package is named somewhere."""
     root = Path(root)
-    strings: list[str] = []
-    for path in sources:
-        strings.extend(
-            n.value
-            for n in ast.walk(normalised_tree(path))
-            if isinstance(n, ast.Constant) and isinstance(n.value, str)
-        )
+    strings = [s for path in sources for s in _scan(Path(path).read_bytes())[1]]
     out: dict[str, Path] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
@@ -157,30 +145,52 @@ def data_files(root: Path, sources: Iterable[Path]) -> dict[str, Path]:
     return out
 
 
-class _StripNoOps(ast.NodeTransformer):
-    """Drops statements that do nothing: docstrings (and any other bare constant, ``...``
-    included) and ``pass``, wherever they stand."""
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(node, field, None)
-            if isinstance(stmts, list):
-                setattr(node, field, [s for s in stmts if not _no_op(s)])
-        return node
-
-
 def _no_op(stmt: ast.AST) -> bool:
     return isinstance(stmt, ast.Pass) or (
         isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _normalised(source: bytes) -> ast.Module:
+    """The tree of ``source`` without docstrings, bare constants (``...`` included) and
+    ``pass``, wherever they stand (keyed by content: each module is parsed once per
+    process, however many times it is asked for). Callers must not change it."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(_no_op(s) for s in stmts):
+                setattr(node, field, [s for s in stmts if not _no_op(s)])
+    return tree
+
+
 def normalised_tree(path: Path) -> ast.Module:
     """The syntax tree of the module at ``path`` without its docstrings, bare constants
     and ``pass`` statements (comments never reach the tree). Type annotations stay:
     dataclasses and config parsers read them."""
-    return _StripNoOps().visit(_parse(path))
+    return _normalised(Path(path).read_bytes())
+
+
+#: ``(level, module, names)`` of an import: ``import a.b`` is ``(0, "a.b", ())``,
+#: ``from ..x import y`` is ``(2, "x", ("y",))``.
+_Import = tuple[int, "str | None", tuple[str, ...]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _scan(source: bytes) -> tuple[tuple[_Import, ...], frozenset[str]]:
+    """The imports and the string constants of a module's normalised tree, found in
+    one walk (parsed once per process for all callers)."""
+    imports: list[_Import] = []
+    strings: set[str] = set()
+    for node in ast.walk(_normalised(source)):
+        if isinstance(node, ast.Import):
+            imports.extend((0, alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imports.append((node.level, node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    return tuple(imports), frozenset(strings)
 
 
 def _canonical(node: object) -> str:
