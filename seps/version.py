@@ -29,6 +29,7 @@ __all__ = [
     "ENTRY_MODULES",
     "EXCLUDED_MODULES",
     "VERSION_KEY",
+    "behaviour_hash",
     "check_versions",
     "code_version",
     "hashed_files",
@@ -67,13 +68,13 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
 def hashed_files(
-    root: Path,
+    root: Path | None = None,
     entries: Iterable[str] = ENTRY_MODULES,
     excluded: Iterable[str] = EXCLUDED_MODULES,
 ) -> tuple[dict[str, Path], dict[str, Path]]:
-    """What :func:`code_version` covers in the package at ``root``: ``({module name:
-    source}, {relative path: data file})``."""
-    root = Path(root)
+    """What :func:`code_version` covers in the package at ``root`` (default: this one):
+    ``({module name: source}, {relative path: data file})``."""
+    root = Path(root) if root is not None else _PACKAGE_ROOT
     sources = module_closure(root, entries, excluded)
     return sources, data_files(root, sources.values())
 

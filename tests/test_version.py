@@ -288,3 +288,12 @@ def test_unversioned_records_beside_versioned_ones_are_mixed():
 
 def test_allow_mixed_accepts_mixed_versions():
     check_versions(["abc", None, "def"], allow_mixed=True, what="mini")
+
+
+def test_every_hashed_data_file_ships_in_the_wheel():
+    # A data file the version hashes but a wheel lacks would give installs another version.
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    shipped = pyproject["tool"]["setuptools"].get("package-data", {}).get("seps", [])
+    _, data = hashed_files(PACKAGE)
+    assert [f for f in data if not any(Path(f).match(g) for g in shipped)] == []
