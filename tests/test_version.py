@@ -297,3 +297,31 @@ def test_every_hashed_data_file_ships_in_the_wheel():
     shipped = pyproject["tool"]["setuptools"].get("package-data", {}).get("seps", [])
     _, data = hashed_files(PACKAGE)
     assert [f for f in data if not any(Path(f).match(g) for g in shipped)] == []
+
+
+#: What the runner runs that the version leaves out, and why that cannot change a number.
+RUNNER_ONLY = {
+    "seps.runner": "plans, orders and stores runs",
+    "seps.ablations": "resolves matrices into configs; their content is in each run key",
+    "seps.data_fingerprint": "run keys of official-layout data",
+    "seps.prebuild": "builds the pretraining (hashed) before a run",
+    "seps.provenance": "stamps the CPU and pretrained weights on a record: facts",
+    "seps.machine_load": "the load average while a run was timed: a fact",
+    "seps.staleness": "run / skip / stale decisions on stored records",
+    "seps.twins": "copies a record of the same key, seed and version",
+    "seps.formatting": "number formats for messages",
+    "seps.store": "excluded: atomic writes and locks",
+    "seps.faults": "excluded: kill points that only tests arm",
+    "seps.float_path": "excluded: a machine setting each record stamps",
+    "seps.version": "excluded: this hash",
+    "seps.code_closure": "what this hash reads",
+}
+
+
+def test_what_the_runner_runs_outside_the_version_is_known_not_to_change_numbers():
+    # A module the runner calls to make a stored number, but that the training path does
+    # not import, would escape the version: import it from the training path instead,
+    # or, if it provably cannot change a stored number, add it here saying why.
+    sources, _ = hashed_files(PACKAGE)
+    outside = set(module_closure(PACKAGE, ["seps.runner"])) - set(sources)
+    assert outside - set(RUNNER_ONLY) == set()
