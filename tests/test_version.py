@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,22 @@ def test_what_the_runner_runs_outside_the_version_is_known_not_to_change_numbers
     sources, _ = hashed_files(PACKAGE)
     outside = set(module_closure(PACKAGE, ["seps.runner"])) - set(sources)
     assert outside - set(RUNNER_ONLY) == set()
+
+
+def test_on_a_copy_of_this_package_prose_edits_keep_the_version_and_code_edits_do_not(
+    tmp_path,
+):
+    copy = tmp_path / "seps"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    base = behaviour_hash(copy)
+    losses = copy / "losses.py"
+    text = losses.read_text()
+    losses.write_text(
+        text.replace("#: Distance clamp", "#: The distance clamp", 1).replace(
+            '"""One direction of', '"""One (edited) direction of', 1
+        )
+    )
+    assert losses.read_text() != text
+    assert behaviour_hash(copy) == base
+    losses.write_text(text.replace("def _dw_direction(", "def _dw_direction_renamed(", 1))
+    assert behaviour_hash(copy) != base
