@@ -30,7 +30,8 @@ Matcher (Okapi BM25, the Lucene variant):
 chosen to be generic English; none of them is tuned to either dataset.
 
 Its numbers are not stored in run records, so the module is not part of the code version
-(`seps.version.SOURCES`): changing it cannot make a record stale.
+(`seps.version.code_version`: the training path does not import it): changing it cannot
+make a record stale.
 """
 
 from __future__ import annotations

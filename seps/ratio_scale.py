@@ -16,8 +16,9 @@ command is ``seps-bench ratio-scale``; its weights are copied into
 ``ablations/matrices/loss-study.yaml`` (the ``.../normalised`` runs), where they count in
 each run's key like any other field.
 
-Not in :data:`seps.version.SOURCES`: nothing here produces a stored number; the weights
-it prints become numbers in a matrix file.
+Not part of :func:`seps.version.code_version` (the training path does not import it):
+nothing here produces a stored number; the weights it prints become numbers in a
+matrix file.
 """
 
 from __future__ import annotations

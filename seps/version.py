@@ -1,10 +1,18 @@
 """The version of the code that produces a run's numbers, stamped on every run record.
 
-:func:`code_version` is a 16-hex-digit hash of the source files listed in
-:data:`SOURCES`. A record carries it under :data:`VERSION_KEY`; the runner calls a record
-*stale* when its version is not the current one (or it has none: it was written before
-records carried one), and the report refuses to put records of several versions side
-by side unless asked to (:func:`check_versions`).
+:func:`code_version` is 16 hex digits of a hash of what the training and evaluation
+paths run, by behaviour (:mod:`seps.code_closure`): the modules that importing
+:data:`ENTRY_MODULES` may run (their ``seps`` imports followed statically, lazy ones
+included, less :data:`EXCLUDED_MODULES`), each as its syntax tree without comments,
+docstrings or line numbers, and the package data files they name, as bytes. Editing prose
+keeps the version; changing an expression, or importing a new module from the training
+path, changes it. A record carries it under :data:`VERSION_KEY`; the runner calls a
+record *stale* when its version is not the current one (or it has none: it was written
+before records carried one), and the report refuses to put records of several versions
+side by side unless asked to (:func:`check_versions`).
+
+:func:`source_hash` is the older, byte-level hash of listed files; it still names the
+generated datasets (:func:`data_version`) and the pretrained backbones' folders.
 """
 
 from __future__ import annotations
@@ -15,105 +23,83 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["SOURCES", "VERSION_KEY", "check_versions", "code_version", "source_hash"]
+from .code_closure import behaviour_digest, data_files, module_closure
+
+__all__ = [
+    "ENTRY_MODULES",
+    "EXCLUDED_MODULES",
+    "VERSION_KEY",
+    "behaviour_hash",
+    "check_versions",
+    "code_version",
+    "hashed_files",
+    "source_hash",
+]
 
 #: The record field that holds the code version.
 VERSION_KEY = "code_version"
 
-#: What the hash covers, relative to the ``seps`` package (a trailing ``/`` is a whole
-#: sub-package). These are the modules that decide a run's numbers: the model (head
-#: config, selection, aggregation, alignment, losses, the head and its input checks,
-#: text chunking, the
-#: kernels and the per-text reference loop, encoders, the full model, the official
-#: weights' mapping), the data (tokenizer and text, dataset readers and the synthetic
-#: generator with its package data), and the training (the loop and its package, its
-#: config, evaluation, metrics, device choice, numeric precision), plus pre-training once it exists
-#: (``pretrain.py`` here; ``train/pretrain.py`` is inside ``train/``) and the
-#: pixel-free baseline scorer (its scores are retrieval numbers too).
-#:
-#: Left out on purpose, since changing them cannot change a stored number: ``report/``,
-#: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
-#: its own); ``cli/``, ``runner``, ``staleness``, ``twins``, ``run_plan``, ``overrides``,
-#: ``store``, ``faults`` (orchestration, storage, kill points for tests); ``prebuild``
-#: (builds a pretraining cache before a run, whose content the pretraining key fixes);
-#: ``provenance`` (stamps the CPU and the pretrained weights' fingerprint on a record:
-#: facts, not numbers); ``machine_load`` (the load average while a run was timed);
-#: ``float_path`` (pins the CPU kernels when asked: a machine setting like the CPU
-#: itself, stamped on each record as ``environment.cpu.overrides``, not code);
-#: ``ratio_scale`` (prints ratio weights, which count in run keys once copied into a
-#: matrix); ``data_fingerprint`` (run keys of official-layout data); ``hub`` (whether the
-#: hub answers, not what a tokenizer does);
-#: ``ablations`` (resolves a matrix into configs, whose full content is already in each
-#: record's key); ``lexical`` (the BM25 text-only matcher of ``seps-bench text-only``,
-#: whose numbers no record stores); the package ``__init__``/``__main__`` (re-exports).
-SOURCES: tuple[str, ...] = (
-    # model
-    "config.py",
-    "selection.py",
-    "aggregation.py",
-    "alignment.py",
-    "losses.py",
-    "head.py",
-    "head_inputs.py",
-    "chunking.py",
-    "kernels/",
-    "reference.py",
-    "encoders.py",
-    "model.py",
-    "official.py",
-    # data
-    "text.py",
-    "data/",
-    # training
-    "train/",
-    "train_config.py",
-    "evaluate.py",
-    "metrics.py",
-    "devices.py",
-    "precision.py",
-    "pretrain.py",
-    # baselines
-    "baselines.py",
+#: Where the numbers of a record come from; everything they import counts too. The
+#: training loop (:func:`seps.train.train`: model, losses, data, checkpoints, the run),
+#: the evaluation of a trained model, the pretraining of the tiny backbones, and the
+#: pixel-free baseline whose score records store (``text_only_rsum``). The loop imports
+#: the other three today; they are named so that a refactor cannot drop them.
+ENTRY_MODULES: tuple[str, ...] = (
+    "seps.train.loop",
+    "seps.train.evaluation",
+    "seps.train.pretrain",
+    "seps.baselines",
 )
 
-#: Entries of :data:`SOURCES` that may be absent (hashed when present).
-OPTIONAL_SOURCES = frozenset({"pretrain.py"})
-
-#: Files of a listed sub-package that are hashed: its modules and its package data.
-_PACKAGE_SUFFIXES = (".py", ".json")
+#: Modules that the entries import but that cannot change a stored number: neither
+#: hashed nor followed. ``store``: atomic file writes and locks (bytes on disk, not what
+#: they hold); ``faults``: kill points that only tests arm; ``float_path``: pins the CPU
+#: kernels when asked, a machine setting stamped on each record
+#: (``environment.cpu.overrides``), not code; ``version``: this hash and the names of
+#: generated folders, whose content is keyed by the code that writes it.
+EXCLUDED_MODULES: tuple[str, ...] = (
+    "seps.store",
+    "seps.faults",
+    "seps.float_path",
+    "seps.version",
+)
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
-def _files(root: Path, sources: Iterable[str]) -> dict[str, Path]:
-    """``{relative posix path: file}`` for every file ``sources`` names under ``root``."""
-    out: dict[str, Path] = {}
-    for entry in sources:
-        path = root / entry.rstrip("/")
-        if entry.endswith("/"):
-            if path.is_dir():
-                for f in path.rglob("*"):
-                    rel = f.relative_to(root)
-                    if (
-                        f.is_file()
-                        and f.suffix in _PACKAGE_SUFFIXES
-                        and "__pycache__" not in rel.parts
-                        and not any(part.startswith(".") for part in rel.parts)
-                    ):
-                        out[rel.as_posix()] = f
-        elif path.is_file():
-            out[entry] = path
-    return out
+def hashed_files(
+    root: Path | None = None,
+    entries: Iterable[str] = ENTRY_MODULES,
+    excluded: Iterable[str] = EXCLUDED_MODULES,
+) -> tuple[dict[str, Path], dict[str, Path]]:
+    """What :func:`code_version` covers in the package at ``root`` (default: this one):
+    ``({module name: source}, {relative path: data file})``."""
+    root = Path(root) if root is not None else _PACKAGE_ROOT
+    sources = module_closure(root, entries, excluded)
+    return sources, data_files(root, sources.values())
 
 
-def source_hash(root: Path, sources: Iterable[str] = SOURCES) -> str:
-    """16 hex digits of SHA-256 over the files ``sources`` names under ``root``.
+def behaviour_hash(
+    root: Path,
+    entries: Iterable[str] = ENTRY_MODULES,
+    excluded: Iterable[str] = EXCLUDED_MODULES,
+) -> str:
+    """16 hex digits of the behaviour of :func:`hashed_files` (see the module docstring)."""
+    sources, data = hashed_files(root, entries, excluded)
+    return behaviour_digest(root, sources, data)[:16]
+
+
+def source_hash(root: Path, sources: Iterable[str]) -> str:
+    """16 hex digits of SHA-256 over the bytes of the files ``sources`` names under
+    ``root`` (paths relative to it; absent ones are skipped).
 
     Files are taken in sorted relative-path order; each contributes its path, its
-    length and its bytes with line endings normalised to ``\\n`` (a checkout on Windows
-    gives the same version). Entries that do not exist are skipped."""
+    length and its bytes with line endings normalised to ``\\n``."""
     h = hashlib.sha256()
-    for rel, path in sorted(_files(Path(root), sources).items()):
+    for rel in sorted(set(sources)):
+        path = Path(root) / rel
+        if not path.is_file():
+            continue
         data = path.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         h.update(f"{rel}\0{len(data)}\0".encode())
         h.update(data)
@@ -122,9 +108,9 @@ def source_hash(root: Path, sources: Iterable[str] = SOURCES) -> str:
 
 @functools.cache
 def code_version() -> str:
-    """The version of this checkout's number-producing code (:data:`SOURCES`), computed
-    once per process."""
-    return source_hash(_PACKAGE_ROOT)
+    """The version of this package's number-producing code (:func:`behaviour_hash`),
+    computed once per process."""
+    return behaviour_hash(_PACKAGE_ROOT)
 
 
 def check_versions(versions: Iterable[str | None], *, allow_mixed: bool, what: str) -> None:
