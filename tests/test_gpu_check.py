@@ -1,0 +1,84 @@
+"""scripts/gpu-check.sh at its small size on the CPU (``--small``: tiny encoders, a few
+steps, 20 images x 100 captions, Triton in the CPU interpreter), so that the one-shot GPU
+run (docs/gpu.md) does not meet a broken script. The ``tests`` step (pytest inside pytest)
+and the latency report (``tests/test_bench.py`` checks it) are skipped to keep this
+under a minute."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seps.bench import gpu_check
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu-check.sh"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils timeout")
+def test_small_run_writes_every_output(tmp_path: Path) -> None:
+    out = tmp_path / "gpu"
+    env = {**os.environ, "PYTHON": sys.executable, "SEPS_GPU_CHECK_SKIP": "tests,bench-report"}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--small", "--out-dir", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(tmp_path),  # the script finds the repository itself
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = dict(line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines())
+    assert steps == {
+        "tests": "skipped",
+        "kernels": "0",
+        "train": "0",
+        "eval": "0",
+        "bench-report": "skipped",
+    }
+    env_info = json.loads((out / "env.json").read_text())
+    assert env_info["device"] == "cpu" and env_info["triton_interpret"] == "1"
+    kernels = json.loads((out / "kernels.json").read_text())
+    assert kernels["ok"] and not kernels.get("partial")
+    impls = [r["impl"] for r in kernels["rows"]]
+    assert impls[0] == "loop" and "batched" in impls
+    assert all(r["sims_equal"] for r in kernels["rows"])
+    train = json.loads((out / "train.json").read_text())
+    assert [r["preset"] for r in train["rows"]] == ["code", "paper", "laps"]
+    assert all(r["step_ms_median"] > 0 and r["loss_finite"] for r in train["rows"])
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 3
+    summary = (out / "summary.md").read_text()
+    for needle in ("## Kernels vs loop", "## Training step", "## Evaluation", "| train | ok |"):
+        assert needle in summary, needle
+    assert "[" in proc.stdout and "=== " in proc.stdout  # per-step timestamps
+
+
+def test_failed_step_is_recorded_and_summarised(tmp_path: Path) -> None:
+    """A step's exception goes into its JSON; the summary lists steps, errors and tests."""
+    (tmp_path / "steps.tsv").write_text("kernels\t0\t3\ntrain\t1\t5\neval\t124\t60\n")
+    (tmp_path / "train.json").write_text(json.dumps({"error": "RuntimeError: boom", "ok": False}))
+    (tmp_path / "eval.json").write_text(
+        json.dumps(
+            {"partial": True, "ok": False, "rows": [{"layout": "candidate", "seconds": 1.0}]}
+        )
+    )
+    (tmp_path / "tests.xml").write_text(
+        '<testsuites><testsuite tests="3" failures="1" errors="0" skipped="1">'
+        '<testcase classname="t" name="a"/><testcase classname="t" name="b">'
+        '<failure message="bad"/></testcase><testcase classname="t" name="c">'
+        '<skipped message="no cuda"/></testcase></testsuite></testsuites>'
+    )
+    text = gpu_check.write_summary(tmp_path)
+    assert "| train | FAILED | 1 |" in text and "| eval | TIMEOUT | 124 |" in text
+    assert "RuntimeError: boom" in text and "PARTIAL" in text
+    assert "1 passed, 1 failed, 0 errors, 1 skipped" in text
+    tests = json.loads((tmp_path / "tests.json").read_text())
+    assert not tests["ok"] and tests["passed"] == 1
