@@ -8,7 +8,8 @@
 #                     also SEPS_GPU_CHECK_SKIP=A,B
 #   PYTHON=...        interpreter (default .venv/bin/python if present, else python3)
 # Runs from a plain checkout (PYTHONPATH=the repository). Each step is bounded by `timeout`;
-# a failing step is recorded in OUT/steps.tsv and the next one runs; exit 1 if any failed.
+# a failing step is recorded (OUT/steps.json, OUT/summary.md) and the next one runs; exit 1
+# if any failed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${SEPS_GPU_OUT:-reports/gpu}
@@ -20,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     --out-dir=*) out=${1#*=}; shift ;;
     --small) small=1; shift ;;
     --skip) skip=$skip$2,; shift 2 ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -46,20 +47,23 @@ else
   report=(--impls loop,batched,compiled,triton --geometries vit224 --eval-shard 50x250
           --micro-shard 16x128 --train-batches 64 --repeats 2)
 fi
-: > "$out/steps.tsv"
+# Raw files (step status, pytest's junit and output) go to a scratch folder: OUT keeps at
+# most 8 files, the most a device run brings back (docs/gpu.md).
+work=$(mktemp -d)
+: > "$work/steps.tsv"
 failed=0
 step() {  # step NAME LIMIT_S COMMAND...
   local name=$1 limit=$2 rc=0 t0
   shift 2
   if [[ $skip == *,$name,* ]]; then
-    printf '%s\t%s\t%s\n' "$name" skipped 0 >> "$out/steps.tsv"
+    printf '%s\t%s\t%s\n' "$name" skipped 0 >> "$work/steps.tsv"
     echo "=== $name: skipped"
     return 0
   fi
   t0=$(date +%s)
   echo "=== [$(date -u +%H:%M:%S)] $name: start (limit ${limit} s)"
   timeout --kill-after=10 "$limit" "$@" || rc=$?
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$out/steps.tsv"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" >> "$work/steps.tsv"
   echo "=== [$(date -u +%H:%M:%S)] $name: exit $rc after $(( $(date +%s) - t0 )) s"
   [[ $rc == 0 ]] || failed=1
 }
@@ -68,10 +72,10 @@ gc=("$PYTHON" -m seps.bench.gpu_check --out-dir "$out" "${flags[@]}")
 echo "gpu-check: python $PYTHON, device $device, out $out"
 # (1) the CUDA tests (their names say cuda; on a CPU they skip or check the refusal)
 step tests "${limits[0]}" "$PYTHON" -m pytest -q -rs -p no:cacheprovider -k cuda \
-  --junitxml="$out/tests.xml" -o junit_family=xunit1 \
+  --junitxml="$work/tests.xml" -o junit_family=xunit1 \
   tests/test_kernels.py tests/test_precision.py tests/test_bench.py tests/test_train.py \
-  tests/test_runner.py > "$out/tests.txt" 2>&1
-tail -n 15 "$out/tests.txt"
+  tests/test_runner.py > "$work/tests.txt" 2>&1
+tail -n 15 "$work/tests.txt"
 # (2) each kernel implementation against the loop: time and equality of the similarities
 step kernels "${limits[1]}" "${gc[@]}" kernels
 # (3) paper-size training steps of code, paper and laps (random init, bf16 autocast)
@@ -81,7 +85,8 @@ step eval "${limits[3]}" "${gc[@]}" eval
 # (5) the latency report of `seps-bench bench --report`, reduced sizes
 step bench-report "${limits[4]}" "$PYTHON" -m seps bench --report --device "$device" \
   "${report[@]}" --out "$out/bench-report"
-"${gc[@]}" summary > /dev/null || failed=1
+"${gc[@]}" summary --work-dir "$work" > /dev/null || failed=1
 echo "=== [$(date -u +%H:%M:%S)] done: $out/summary.md"
-cat "$out/steps.tsv"
+cat "$work/steps.tsv"
+echo "raw files (steps.tsv, pytest junit and output): $work"
 exit $failed

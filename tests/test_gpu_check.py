@@ -35,17 +35,19 @@ def test_small_run_writes_every_output(tmp_path: Path) -> None:
         cwd=str(tmp_path),  # the script finds the repository itself
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    steps = dict(line.split("\t")[:2] for line in (out / "steps.tsv").read_text().splitlines())
+    steps = {s["step"]: s["status"] for s in json.loads((out / "steps.json").read_text())}
     assert steps == {
         "tests": "skipped",
-        "kernels": "0",
-        "train": "0",
-        "eval": "0",
+        "kernels": "ok",
+        "train": "ok",
+        "eval": "ok",
         "bench-report": "skipped",
     }
-    env_info = json.loads((out / "env.json").read_text())
-    assert env_info["device"] == "cpu" and env_info["triton_interpret"] == "1"
+    # at most 8 files (a device run brings back no more), with the 2 of the latency report
+    files = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert files == ["eval.json", "kernels.json", "steps.json", "summary.md", "train.json"]
     kernels = json.loads((out / "kernels.json").read_text())
+    assert kernels["env"]["device"] == "cpu" and kernels["env"]["triton_interpret"] == "1"
     assert kernels["ok"] and not kernels.get("partial")
     impls = [r["impl"] for r in kernels["rows"]]
     assert impls[0] == "loop" and "batched" in impls
@@ -63,22 +65,28 @@ def test_small_run_writes_every_output(tmp_path: Path) -> None:
 
 def test_failed_step_is_recorded_and_summarised(tmp_path: Path) -> None:
     """A step's exception goes into its JSON; the summary lists steps, errors and tests."""
-    (tmp_path / "steps.tsv").write_text("kernels\t0\t3\ntrain\t1\t5\neval\t124\t60\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "steps.tsv").write_text("kernels\t0\t3\ntrain\t1\t5\neval\t124\t60\n")
     (tmp_path / "train.json").write_text(json.dumps({"error": "RuntimeError: boom", "ok": False}))
     (tmp_path / "eval.json").write_text(
         json.dumps(
             {"partial": True, "ok": False, "rows": [{"layout": "candidate", "seconds": 1.0}]}
         )
     )
-    (tmp_path / "tests.xml").write_text(
+    (work / "tests.txt").write_text("1 passed, 1 failed, 1 skipped in 0.1s\n")
+    (work / "tests.xml").write_text(
         '<testsuites><testsuite tests="3" failures="1" errors="0" skipped="1">'
         '<testcase classname="t" name="a"/><testcase classname="t" name="b">'
         '<failure message="bad"/></testcase><testcase classname="t" name="c">'
         '<skipped message="no cuda"/></testcase></testsuite></testsuites>'
     )
-    text = gpu_check.write_summary(tmp_path)
+    text = gpu_check.write_summary(tmp_path, work)
     assert "| train | FAILED | 1 |" in text and "| eval | TIMEOUT | 124 |" in text
+    assert "skipped: t::c no cuda" in text
     assert "RuntimeError: boom" in text and "PARTIAL" in text
     assert "1 passed, 1 failed, 0 errors, 1 skipped" in text
     tests = json.loads((tmp_path / "tests.json").read_text())
-    assert not tests["ok"] and tests["passed"] == 1
+    assert not tests["ok"] and tests["passed"] == 1 and "1 failed" in tests["output_tail"]
+    steps = json.loads((tmp_path / "steps.json").read_text())
+    assert [s["status"] for s in steps] == ["ok", "FAILED", "TIMEOUT"]

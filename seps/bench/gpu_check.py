@@ -15,8 +15,11 @@ writes ``DIR/STEP.json``:
   lengths) of the ``code`` head through :func:`seps.evaluate.similarity_matrix`, in the
   fair (``candidate``) and the official (``query``) protocols, and through the head
   directly with a distinct dense caption per text (the latency report's worst case);
-- ``summary``: reads every ``*.json`` above, ``tests.xml`` (pytest's junit) and
-  ``steps.tsv`` (the script's step status) and writes ``tests.json`` and ``summary.md``.
+- ``summary``: reads every ``*.json`` above, ``tests.xml`` and ``tests.txt`` (pytest's
+  junit and output) and ``steps.tsv`` (the script's step status) from ``--work-dir`` and
+  writes ``tests.json``, ``steps.json`` and ``summary.md``.
+
+``kernels.json`` also holds the machine's description (``env``: versions, GPU).
 
 ``--small`` scales everything down (tiny encoders, a few steps, 20 images x 100
 captions) so that the whole check runs on a CPU in seconds (with ``TRITON_INTERPRET=1``
@@ -428,35 +431,49 @@ def _md_table(rows: list[dict[str, Any]], keys: list[str]) -> list[str]:
     return lines
 
 
-def write_summary(out: Path) -> str:
+def read_steps(work: Path) -> list[dict[str, Any]]:
+    """The script's ``steps.tsv`` (name, exit code or ``skipped``, seconds) as rows."""
+    rows = []
+    path = work / "steps.tsv"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        parts = line.split("\t")
+        if len(parts) == 3:
+            name, rc, secs = parts
+            status = {"0": "ok", "skipped": "skipped", "124": "TIMEOUT"}.get(rc, "FAILED")
+            rows.append({"step": name, "status": status, "exit_code": rc, "seconds": int(secs)})
+    return rows
+
+
+def write_summary(out: Path, work: Path | None = None) -> str:
+    """``summary.md``, ``steps.json`` and ``tests.json`` in ``out`` from the steps' JSON
+    files in ``out`` and the script's raw files (``steps.tsv``, pytest's ``tests.xml`` and
+    ``tests.txt``) in ``work`` (default ``out``). Kept to 8 files in ``out`` with the
+    latency report, the most a device run brings back."""
+    work = out if work is None else work
     lines = ["# GPU check", "", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", ""]
-    env_file = out / "env.json"
-    if env_file.is_file():
-        env = json.loads(env_file.read_text())
-        lines += [f"- {k}: {v}" for k, v in env.items()] + [""]
-    steps_file = out / "steps.tsv"
-    if steps_file.is_file():
-        lines += ["## Steps", "", "| step | status | exit code | seconds |", "|---|---|---|---|"]
-        for line in steps_file.read_text().splitlines():
-            parts = line.split("\t")
-            if len(parts) == 3:
-                name, rc, secs = parts
-                status = {"0": "ok", "skipped": "skipped", "124": "TIMEOUT"}.get(rc, "FAILED")
-                lines.append(f"| {name} | {status} | {rc} | {secs} |")
+    k = _load(out / "kernels.json", errors_too=True)
+    if k and k.get("env"):
+        lines += [f"- {key}: {v}" for key, v in k["env"].items()] + [""]
+    steps = read_steps(work)
+    if steps:
+        (out / "steps.json").write_text(json.dumps(steps, indent=1) + "\n")
+        lines += ["## Steps", "", *_md_table(steps, ["step", "status", "exit_code", "seconds"])]
         lines.append("")
-    xml = out / "tests.xml"
+    xml = work / "tests.xml"
     if xml.is_file():
         t = junit_summary(xml)
+        txt = work / "tests.txt"
+        t["output_tail"] = txt.read_text(errors="replace")[-6000:] if txt.is_file() else ""
         (out / "tests.json").write_text(json.dumps(t, indent=1) + "\n")
         lines += [
             "## CUDA tests",
             "",
             f"{t['passed']} passed, {t['failures']} failed, {t['errors']} errors, "
-            f"{t['skipped']} skipped (details: tests.txt, tests.json)",
+            f"{t['skipped']} skipped (details: tests.json, with pytest's output)",
             "",
         ]
         lines += [f"- {c['status']}: {c['test']} {c['message']}" for c in t["cases"]
-                  if c["status"] in ("failure", "error")]  # fmt: skip
+                  if c["status"] in ("failure", "error", "skipped")]  # fmt: skip
         lines.append("")
     k = _load(out / "kernels.json")
     if k:
@@ -496,9 +513,13 @@ def write_summary(out: Path) -> str:
             e["rows"], ["layout", "images", "texts", "seconds", "pairs_per_s", "peak_mem_mb"]
         )
         lines.append("")
-    errors = [(f.stem, json.loads(f.read_text()).get("error")) for f in sorted(out.glob("*.json"))]
-    if any(err for _, err in errors):
-        lines += ["## Errors", ""] + [f"- {n}: {err}" for n, err in errors if err] + [""]
+    errors = []
+    for step in ("kernels", "train", "eval"):
+        data = _load(out / f"{step}.json", errors_too=True)
+        if data and data.get("error"):
+            errors.append(f"- {step}: {data['error']}")
+    if errors:
+        lines += ["## Errors", "", *errors, ""]
     report = out / "bench-report" / "latency.md"
     if report.is_file():
         lines += ["## Latency report", "", "`seps-bench bench --report`: bench-report/latency.md"]
@@ -512,11 +533,11 @@ def _partial(data: dict[str, Any]) -> str:
     return " (PARTIAL: the step stopped before its end)" if data.get("partial") else ""
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def _load(path: Path, errors_too: bool = False) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    return data if "error" not in data else None
+    return data if errors_too or "error" not in data else None
 
 
 # --------------------------------------------------------------------------- main
@@ -533,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", default="reports/gpu", help="output folder (default reports/gpu)")
     p.add_argument("--small", action="store_true", help="tiny sizes (CPU check of the pipeline)")
     p.add_argument("--device", default=None, help="default: cuda, or cpu with --small")
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="summary: where steps.tsv, tests.xml and tests.txt are (default: --out-dir)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -542,17 +568,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {args.step}: {msg}", flush=True)
 
     if args.step == "summary":
-        print(write_summary(out))
+        print(write_summary(out, Path(args.work_dir) if args.work_dir else None))
         return 0
     if device.startswith("cuda") and not torch.cuda.is_available():
         print(f"{args.step}: --device {device} but CUDA is not available", file=sys.stderr)
         return 2
-    if args.step == "kernels":  # the first measurement step also describes the machine
-        info = env_info(device)
-        (out / "env.json").write_text(json.dumps(info, indent=1) + "\n")
-        log(json.dumps(info))
     path = out / f"{args.step}.json"
-    head = {"step": args.step, "device": device, "small": args.small}
+    head: dict[str, Any] = {"step": args.step, "device": device, "small": args.small}
+    if args.step == "kernels":  # the first measurement step also describes the machine
+        head["env"] = env_info(device)
+        log(json.dumps(head["env"]))
 
     def save(partial: dict[str, Any]) -> None:
         data = {**head, "partial": True, "ok": False, **partial}
