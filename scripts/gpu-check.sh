@@ -43,7 +43,7 @@ if [[ $small == 1 ]]; then
 else
   flags=(--device cuda)
   device=cuda
-  limits=(75 100 120 75 100)
+  limits=(60 100 110 100 90)
   report=(--impls loop,batched,compiled,triton --geometries vit224 --eval-shard 50x250
           --micro-shard 16x128 --train-batches 64 --repeats 2)
 fi
