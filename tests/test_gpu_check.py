@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from seps.bench import gpu_check
 
@@ -90,3 +91,33 @@ def test_failed_step_is_recorded_and_summarised(tmp_path: Path) -> None:
     assert not tests["ok"] and tests["passed"] == 1 and "1 failed" in tests["output_tail"]
     steps = json.loads((tmp_path / "steps.json").read_text())
     assert [s["status"] for s in steps] == ["ok", "FAILED", "TIMEOUT"]
+
+
+def test_one_preset_failing_leaves_the_others(monkeypatch) -> None:
+    def fake(preset, small, device, sizes):
+        if preset == "paper":
+            raise RuntimeError("CUDA out of memory")
+        return {"preset": preset, "step_ms_median": 1.0, "steps": 2, "peak_mem_mb": None,
+                "last_loss": 1.0, "loss_finite": True}  # fmt: skip
+
+    monkeypatch.setattr(gpu_check, "train_preset", fake)
+    saved = []
+    res = gpu_check.run_train("cpu", True, lambda m: None, saved.append)
+    assert [r["preset"] for r in res["rows"]] == ["code", "paper", "laps"]
+    assert "out of memory" in res["rows"][1]["error"] and not res["ok"]
+    assert len(saved) == 3
+
+
+def test_a_raising_step_writes_its_error_and_fails(monkeypatch, tmp_path: Path) -> None:
+    def boom(device, small, log, save):
+        save({"rows": [{"layout": "candidate"}]})
+        raise ValueError("bad shard")
+
+    monkeypatch.setitem(gpu_check.STEPS, "eval", boom)
+    threads = torch.get_num_threads()  # --small sets one thread
+    try:
+        assert gpu_check.main(["eval", "--small", "--out-dir", str(tmp_path)]) == 1
+    finally:
+        torch.set_num_threads(threads)
+    data = json.loads((tmp_path / "eval.json").read_text())
+    assert data["error"] == "ValueError: bad shard" and not data["ok"]

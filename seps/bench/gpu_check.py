@@ -108,14 +108,39 @@ def _max_diff(a: Any, b: Any) -> float | None:
     return (a.float().cpu() - b.float().cpu()).abs().max().item()
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+def _close(a: Any, b: Any) -> bool:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
     return bool(torch.allclose(a.float().cpu(), b.float().cpu(), atol=ATOL, rtol=RTOL))
 
 
 # --------------------------------------------------------------------------- kernels
+def _kernel_row(
+    impl: str, head: Any, inputs: list[torch.Tensor], device: str, repeats: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Warm-up and timed calls of TopK, HRPA (sparse, dense words) and the head."""
+    from .cases import eval_fn, hrpa_fn, topk_fn
+
+    row: dict[str, Any] = {"impl": impl}
+    outs: dict[str, Any] = {}
+    cases = {
+        "topk": topk_fn(head, inputs, impl),
+        "hrpa_sparse": hrpa_fn(head, inputs, impl),
+        "hrpa_dense": hrpa_fn(head, inputs, impl, "dense"),
+        "head_eval": eval_fn(head, inputs),
+    }
+    for name, fn in cases.items():
+        t0 = time.perf_counter()
+        fn()  # warm-up (compiles under compiled / triton)
+        _sync(device)
+        row[f"{name}_warmup_s"] = time.perf_counter() - t0
+        times, outs[name] = _timed(fn, device, 1 if impl == "loop" else repeats)
+        row[f"{name}_ms"] = min(times) * 1e3
+    return row, outs
+
+
 def run_kernels(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     from ..kernels import IMPLEMENTATIONS, unavailable_reason
-    from .cases import eval_fn, hrpa_fn, topk_fn
     from .workloads import bench_config, make_head, make_inputs
 
     geo = "vit224"
@@ -135,39 +160,31 @@ def run_kernels(device: str, small: bool, log: Log, save: Save) -> dict[str, Any
             skipped[impl] = reason
             log(f"skip {impl}: {reason}")
             continue
-        head = make_head(cfg, impl, device)
-        row: dict[str, Any] = {"impl": impl}
-        outs: dict[str, Any] = {}
-        cases = {
-            "topk": topk_fn(head, inputs, impl),
-            "hrpa_sparse": hrpa_fn(head, inputs, impl),
-            "hrpa_dense": hrpa_fn(head, inputs, impl, "dense"),
-            "head_eval": eval_fn(head, inputs),
-        }
-        for name, fn in cases.items():
-            t0 = time.perf_counter()
-            fn()  # warm-up (compiles under compiled / triton)
-            _sync(device)
-            row[f"{name}_warmup_s"] = time.perf_counter() - t0
-            times, outs[name] = _timed(fn, device, 1 if impl == "loop" else repeats)
-            row[f"{name}_ms"] = min(times) * 1e3
+        try:
+            row, outs = _kernel_row(impl, make_head(cfg, impl, device), inputs, device, repeats)
+        except Exception as exc:  # one implementation's failure does not hide the others'
+            log(f"{impl}: FAILED {type(exc).__name__}: {exc}")
+            rows.append({"impl": impl, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            rows[-1]["sims_equal"] = False
+            save({"rows": rows, "skipped": skipped})
+            continue
         row["head_pairs_per_s"] = b_v * b_t / (row["head_eval_ms"] / 1e3)
         if impl == "loop":
             ref = outs
         for name in ("hrpa_sparse", "hrpa_dense", "head_eval"):
             row[f"{name}_max_abs_diff"] = _max_diff(outs[name], ref.get(name))
-        row["sims_equal"] = _close(outs["head_eval"], ref["head_eval"])
+        row["sims_equal"] = _close(outs["head_eval"], ref.get("head_eval"))
         rows.append(row)
         save({"rows": rows, "skipped": skipped})
         log(
             f"{impl}: topk {row['topk_ms']:.3f} ms, hrpa sparse {row['hrpa_sparse_ms']:.3f} ms, "
             f"dense {row['hrpa_dense_ms']:.3f} ms, head {row['head_eval_ms']:.2f} ms, "
-            f"max |sims - loop| {row['head_eval_max_abs_diff']:.2e} "
+            f"max |sims - loop| {row['head_eval_max_abs_diff']} "
             f"({'equal' if row['sims_equal'] else 'DIFFERENT'})"
         )
-    base = rows[0] if rows and rows[0]["impl"] == "loop" else None
+    base = rows[0] if rows and "head_eval_ms" in rows[0] and rows[0]["impl"] == "loop" else None
     for row in rows:
-        if base is not None:
+        if base is not None and "head_eval_ms" in row:
             for k in ("topk", "hrpa_sparse", "hrpa_dense", "head_eval"):
                 row[f"{k}_speedup_vs_loop"] = base[f"{k}_ms"] / row[f"{k}_ms"]
     ok = all(r["sims_equal"] for r in rows) and base is not None
@@ -297,7 +314,16 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     sizes = train_sizes(small)
     rows = []
     for preset in ("code", "paper", "laps"):
-        row = train_preset(preset, small, device, sizes)
+        try:
+            row = train_preset(preset, small, device, sizes)
+        except Exception as exc:  # one preset's failure does not hide the others'
+            log(f"train {preset}: FAILED {type(exc).__name__}: {exc}")
+            rows.append({"preset": preset, "loss_finite": False})
+            rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            save({"rows": rows})
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            continue
         rows.append(row)
         save({"rows": rows})
         peak = "n/a (CPU)" if row["peak_mem_mb"] is None else f"{row['peak_mem_mb']:.0f} MB"
@@ -371,7 +397,14 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
         head(img[:2], cap[:10], lens[:10], dense_img[:10], per_image_lens[:10])
     for name, fn in layouts.items():
         _peak_reset(device)
-        times, out = _timed(fn, device, 1)
+        try:
+            times, out = _timed(fn, device, 1)
+        except Exception as exc:  # one layout's failure does not hide the others'
+            log(f"eval {name.split(' ')[0]}: FAILED {type(exc).__name__}: {exc}")
+            rows.append({"layout": name, "finite": False, "shape": None})
+            rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            save({"rows": rows})
+            continue
         rows.append(
             {
                 "layout": name,
@@ -490,7 +523,7 @@ def write_summary(out: Path, work: Path | None = None) -> str:
             k["rows"],
             ["impl", "topk_ms", "hrpa_sparse_ms", "hrpa_dense_ms", "head_eval_ms",
              "head_eval_speedup_vs_loop", "head_eval_max_abs_diff", "hrpa_dense_max_abs_diff",
-             "sims_equal", "head_eval_warmup_s"],
+             "sims_equal", "head_eval_warmup_s", "error"],
         )  # fmt: skip
         lines += [f"- `{i}` skipped: {why}" for i, why in k.get("skipped", {}).items()] + [""]
     t = _load(out / "train.json")
@@ -499,7 +532,7 @@ def write_summary(out: Path, work: Path | None = None) -> str:
         lines += _md_table(
             t["rows"],
             ["preset", "batch", "image_size", "params_m", "uses_dense", "dense_tokens_max",
-             "step_ms_median", "step_ms_min", "step_ms_max", "peak_mem_mb", "last_loss"],
+             "step_ms_median", "step_ms_min", "step_ms_max", "peak_mem_mb", "last_loss", "error"],
         )  # fmt: skip
         lines.append("")
     e = _load(out / "eval.json")
@@ -510,7 +543,8 @@ def write_summary(out: Path, work: Path | None = None) -> str:
             "",
         ]
         lines += _md_table(
-            e["rows"], ["layout", "images", "texts", "seconds", "pairs_per_s", "peak_mem_mb"]
+            e["rows"],
+            ["layout", "images", "texts", "seconds", "pairs_per_s", "peak_mem_mb", "error"],
         )
         lines.append("")
     errors = []
