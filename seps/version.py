@@ -34,7 +34,8 @@ VERSION_KEY = "code_version"
 #: Left out on purpose, since changing them cannot change a stored number: ``report/``,
 #: ``stats``, ``formatting`` (read and present records); ``bench/`` (latency, records of
 #: its own); ``cli/``, ``runner``, ``staleness``, ``twins``, ``run_plan``, ``overrides``,
-#: ``store``, ``faults`` (orchestration, storage, kill points for tests); ``prebuild``
+#: ``store``, ``faults``, ``interrupts`` (orchestration, storage, kill points for tests,
+#: stopping at a safe point on SIGTERM); ``prebuild``
 #: (builds a pretraining cache before a run, whose content the pretraining key fixes);
 #: ``provenance`` (stamps the CPU and the pretrained weights' fingerprint on a record:
 #: facts, not numbers); ``machine_load`` (the load average while a run was timed);
@@ -72,6 +73,7 @@ SOURCES: tuple[str, ...] = (
     "devices.py",
     "precision.py",
     "pretrain.py",
+    "safe_files.py",  # a resumed run's state comes back through it
     # baselines
     "baselines.py",
 )

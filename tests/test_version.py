@@ -26,6 +26,7 @@ NOT_HASHED = {
     "py.typed",
     "ablations.py",
     "faults.py",
+    "interrupts.py",  # SIGTERM / Ctrl-C: where a run stops, not what it computes
     "formatting.py",
     "runner.py",
     "staleness.py",  # the runner's run / skip / stale decisions on stored records
