@@ -397,8 +397,10 @@ def _train(
                             "text_rng": None if text_rng is None else text_rng.getstate(),
                         }
                     )
+                if (i > start and dist.world == 1) or part:  # the checkpoint is at step i
                     check_stop(f"{ckpt_path} at epoch {epoch}, step {i}")
-                check_stop(f"{ckpt_path} after epoch {state.epoch}")
+                done = f"{ckpt_path} after epoch {state.epoch}"
+                check_stop(done if state.epoch >= 0 else "no checkpoint (no epoch done yet)")
             caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
             imgs = c2i[caps].tolist()
             img_ids = torch.tensor(imgs, device=device)
