@@ -344,17 +344,21 @@ def load_official_tokenizer(name_or_path: str | os.PathLike[str] = OFFICIAL_TEXT
 
 
 def _read_official(path: str | os.PathLike[str]) -> tuple[dict[str, Tensor], Any]:
-    import torch
+    """The state dict and ``opt`` of an official ``model_best.pth``, read as data only:
+    tensors, plain containers and the argparse ``Namespace`` its ``opt`` is (rebuilt from
+    its attributes); a file that asks for anything else is refused before any of it runs
+    (:func:`seps.safe_files.load_torch_data`)."""
+    import argparse
+
+    from .safe_files import load_torch_data
 
     p = Path(path)
     if not p.exists():
         raise CheckpointError(f"checkpoint {str(p)!r}: file not found")
     try:
-        ckpt = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(
-            f"checkpoint {str(p)!r}: not a readable torch file ({one_line(exc)})"
-        ) from exc
+        ckpt = load_torch_data(p, allowed=[argparse.Namespace])
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {exc}") from None
     if not isinstance(ckpt, Mapping) or "model" not in ckpt:
         got = list(ckpt)[:8] if isinstance(ckpt, Mapping) else type(ckpt).__name__
         raise CheckpointError(

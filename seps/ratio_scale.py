@@ -78,7 +78,7 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
         the ratio loss has no gradient, e.g. under a top-K decision).
     """
     from .prebuild import prebuild_pretraining
-    from .train import load_run_checkpoint, train
+    from .train import load_run_checkpoint, run_checkpoint_path, train
 
     if head.ratio_loss == "off":
         raise ValueError("ratio-scale: the head's 'ratio_loss' is off: nothing to measure")
@@ -101,7 +101,7 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
         )
         prebuild_pretraining(probe, progress=False)  # never inside the run: seps.prebuild
         train(probe, head, stop_after_epoch=0)  # returns before the evaluation
-        state = load_run_checkpoint(Path(tmp) / "checkpoint_last.pt")["state"]
+        state = load_run_checkpoint(run_checkpoint_path(Path(tmp)))["state"]
     log = state["history"][0]["steps_log"]
     return [float(s["ratio_grad_norm"] or 0.0) for s in log]
 

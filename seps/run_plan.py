@@ -130,7 +130,7 @@ class ModelSize:
 
     @property
     def checkpoint_bytes(self) -> int:
-        """``checkpoint_last.pt`` while training: the weights and AdamW's two moments of
+        """``checkpoint_last.safetensors`` while training: the weights and AdamW's two moments of
         every trainable parameter (3 x the weights when everything trains)."""
         return BYTES_PER_PARAMETER * (self.parameters + 2 * self.trainable)
 
@@ -423,8 +423,9 @@ def _disk_lines(planned: list[PlannedRun], trainings: list[PlannedRun]) -> list[
     return [
         f"disk: {what} kept by the checkpoints of the {_n(len(trainings), 'training')} to do "
         f"(under <results>/_work/){progress}",
-        "  while it trains, a training's checkpoint_last.pt holds the weights and AdamW's two "
-        "moments of each trainable parameter, 4 bytes a number (3 x the weights when every "
+        "  while it trains, a training's checkpoint_last.safetensors holds the weights and "
+        "AdamW's two moments of each trainable parameter, 4 bytes a number (3 x the weights "
+        "when every "
         "parameter trains); once finished it keeps the weights only (all of it with "
         "--set train.keep_optimizer=true); data, feature caches and records are not "
         "counted. Per run:",

@@ -43,6 +43,7 @@ from .ablations import (
     resolve,
 )
 from .float_path import check_in_force
+from .interrupts import check_stop, stop_on_sigterm
 from .machine_load import LOAD_FIELD, LoadWatch
 from .prebuild import prebuild_pretraining
 from .provenance import resume_warning, stamp
@@ -198,7 +199,7 @@ def _what_runs_here(work: Path) -> str:
     under that process's load, which its own record holds)."""
     if (work / "result.json").is_file():
         return "evaluation"
-    if (work / "checkpoint_last.pt").is_file():
+    if trainer.run_checkpoint_path(work).is_file():
         return "rest of training, evaluation"
     return "training, evaluation"
 
@@ -345,6 +346,7 @@ def run_group(
                 say(f"{p.run.id} s{p.seed}: copied from {rec['copied_from']} (same key and seed)")
                 out.append(rec)
                 continue
+            check_stop(KEPT)  # SIGTERM between runs: stop before the next one
             if not claimed:
                 _claim_work_dir(group, say)
                 claimed = True
@@ -395,6 +397,11 @@ class MatrixOutcome(list):  # type: ignore[type-arg]
         self.stale = stale or []
 
 
+#: What a matrix stopped by SIGTERM keeps (:mod:`seps.interrupts`).
+KEPT = "every record written so far and each training's checkpoint"
+
+
+@stop_on_sigterm()  # a SIGTERM stops the matrix at a safe point (seps.interrupts)
 def run_matrix(
     matrix: Matrix,
     profile: Profile,
@@ -479,6 +486,7 @@ def run_matrix(
             say=say,
         )
         for group in groups.values():
+            check_stop(KEPT)
             bar.set_postfix_str(f"{group[0].run.id} s{group[0].seed}")
             recs = run(group)
             if recs is None:

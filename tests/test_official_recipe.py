@@ -338,7 +338,7 @@ def test_training_with_workers_equals_training_without(synth, tmp_path):
 def test_completed_checkpoint_drops_optimizer_state_unless_kept(synth, tmp_path):
     slim = tiny(synth, tmp_path / "slim", epochs=2, val_images=0)
     assert train(slim, HEAD, stop_after_epoch=0) == {"interrupted_after_epoch": 0}
-    path = tmp_path / "slim" / "checkpoint_last.pt"
+    path = tmp_path / "slim" / "checkpoint_last.safetensors"
     assert {"optimizer", "scheduler"} <= set(load_run_checkpoint(path))  # in progress
     done = train(slim, HEAD, resume=True)
     assert not {"optimizer", "scheduler"} & set(load_run_checkpoint(path))
@@ -346,7 +346,7 @@ def test_completed_checkpoint_drops_optimizer_state_unless_kept(synth, tmp_path)
     kept = tiny(synth, tmp_path / "kept", epochs=2, val_images=0, keep_optimizer=True)
     train(kept, HEAD)
     assert {"optimizer", "scheduler"} <= set(
-        load_run_checkpoint(tmp_path / "kept" / "checkpoint_last.pt")
+        load_run_checkpoint(tmp_path / "kept" / "checkpoint_last.safetensors")
     )
 
     # resuming the completed run only evaluates again, without optimizer state
@@ -379,7 +379,7 @@ def test_cli_flags_set_the_recipe(synth, tmp_path):
     }
     assert stored["image_augment"] and stored["augment_whole_word"] and stored["keep_optimizer"]
     assert stored["workers"] == 2
-    assert "optimizer" in load_run_checkpoint(out / "checkpoint_last.pt")
+    assert "optimizer" in load_run_checkpoint(out / "checkpoint_last.safetensors")
 
 
 def test_a_matrix_on_an_incomplete_official_folder_stops_before_any_record(tmp_path):

@@ -39,7 +39,10 @@ def test_resume_reproduces_uninterrupted_run(synth, tmp_path):
     cfg = tiny(synth, tmp_path / "resumed")
     partial = train(cfg, HEAD, stop_after_epoch=0)
     assert partial == {"interrupted_after_epoch": 0}
-    assert load_run_checkpoint(tmp_path / "resumed" / "checkpoint_last.pt")["state"]["epoch"] == 0
+    assert (
+        load_run_checkpoint(tmp_path / "resumed" / "checkpoint_last.safetensors")["state"]["epoch"]
+        == 0
+    )
     resumed = train(cfg, HEAD, resume=True)
     assert resumed["metrics"] == full["metrics"]
     assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in full["history"]]
@@ -57,7 +60,7 @@ def test_frozen_protocol_trains_only_projections_and_head(synth, tmp_path):
     result = train(cfg, HEAD)
     assert list((tmp_path / "frozen" / "feature_cache").glob("*.safetensors"))
     assert result["trainable_parameters"] < result["parameters"]
-    state = load_run_checkpoint(tmp_path / "frozen" / "checkpoint_last.pt")["model"]
+    state = load_run_checkpoint(tmp_path / "frozen" / "checkpoint_last.safetensors")["model"]
     # Rebuild the untrained model with the same seed: the backbone must be unchanged.
     from seps.model import ModelSpec, build_model
     from seps.train import seed_everything
@@ -157,7 +160,7 @@ def test_cli_train_then_eval_each_dense_source(synth, tmp_path, capsys):
                 [
                     "eval",
                     "--checkpoint",
-                    str(out / "checkpoint_last.pt"),
+                    str(out / "checkpoint_last.safetensors"),
                     "--dense-source",
                     source,
                     "--no-progress",
@@ -306,7 +309,7 @@ def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monk
 
     out = tmp_path / "run"
     result = train(tiny(synth, out, epochs=1, val_images=0), HEAD)
-    ckpt = load_run_checkpoint(out / "checkpoint_last.pt")
+    ckpt = load_run_checkpoint(out / "checkpoint_last.safetensors")
     assert tokenizer_hash(tokenizer_from_json(ckpt["tokenizer"])) == result["tokenizer_hash"]
     # A byte-identical copy of the data without the tokenizer cache, and no way to build
     # a tokenizer: the evaluation must use the checkpoint's and score exactly the same.
@@ -317,7 +320,7 @@ def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monk
         raise AssertionError("eval --checkpoint must not build a tokenizer")
 
     monkeypatch.setattr(train_data, "load_tokenizer", no_building)
-    args = ["eval", "--checkpoint", str(out / "checkpoint_last.pt"), "--no-progress"]
+    args = ["eval", "--checkpoint", str(out / "checkpoint_last.safetensors"), "--no-progress"]
     assert main([*args, "--data-path", str(copy), "--output", str(tmp_path / "c.json")]) == 0
     assert main([*args, "--output", str(tmp_path / "o.json")]) == 0
     copy_metrics = json.loads((tmp_path / "c.json").read_text())["metrics"]
@@ -420,7 +423,7 @@ def test_training_under_cpu_autocast_completes_with_finite_weights(synth, tmp_pa
     cfg = tiny(synth, tmp_path / precision, epochs=1, precision=precision)
     result = train(cfg, HEAD)
     assert result["history"][0]["steps"] >= 1
-    state = load_run_checkpoint(tmp_path / precision / "checkpoint_last.pt")["model"]
+    state = load_run_checkpoint(tmp_path / precision / "checkpoint_last.safetensors")["model"]
     assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
     assert result["train_config"]["precision"] == precision
 

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from ..float_path import ENV_VAR
+from ..interrupts import StopRequested, interrupted_line
 from . import (  # noqa: F401  (each registers its command)
     bench,
     campaign,
@@ -89,6 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, StopRequested) as exc:  # Ctrl-C or SIGTERM: one line, 130/143
+        if getattr(args, "debug", False):
+            raise
+        line, code = interrupted_line(args.command, exc)
+        print(line, file=sys.stderr)
+        return code
 
 
 def quiet_hub_progress() -> None:

@@ -98,7 +98,11 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
         help="override a head switch or hyper-parameter, e.g. --set hrpa=mean_topk (repeatable)",
     )
     add_config_flags(p, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS)
-    p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint_last.pt")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from <out>/checkpoint_last.safetensors (or an older .pt)",
+    )
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -144,7 +148,8 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint",
         required=True,
-        help="a run's checkpoint_last.pt, or an official model_best.pth with --official",
+        help="a run's checkpoint_last.safetensors (or an older checkpoint_last.pt), or an "
+        "official model_best.pth with --official",
     )
     p.add_argument(
         "--official", action="store_true", help="the checkpoint is an official SEPS model_best.pth"

@@ -19,10 +19,11 @@ from __future__ import annotations
 from ..train_config import DATASETS, PROTOCOLS, TrainConfig
 from .checkpoints import (
     CHECKPOINT_FORMAT,
-    atomic_torch_save,
+    CHECKPOINT_NAME,
     check_same_tokenizer,
     checkpoint_tokenizer,
     load_run_checkpoint,
+    run_checkpoint_path,
     save_run_checkpoint,
 )
 from .data import (
@@ -57,6 +58,7 @@ from .run_environment import environment, epoch_seed, peak_memory, seed_everythi
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_NAME",
     "DATASETS",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -69,7 +71,6 @@ __all__ = [
     "TextTable",
     "TrainConfig",
     "TrainStep",
-    "atomic_torch_save",
     "backbone_features",
     "barrier",
     "build_run",
@@ -92,6 +93,7 @@ __all__ = [
     "peak_memory",
     "prepare_data_dir",
     "ratio_grad_norm",
+    "run_checkpoint_path",
     "save_run_checkpoint",
     "seed_everything",
     "set_dropout",

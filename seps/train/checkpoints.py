@@ -1,9 +1,13 @@
 """Run checkpoints: writing them whole, reading them with clear errors, and their tokenizer.
 
-A run checkpoint (``<out>/checkpoint_last.pt``, written by :func:`seps.train.train` after
-every epoch) holds the model, optimiser, scheduler and run state, the configs and the
-tokenizer, under ``"format": "seps-bench/1"``. :func:`checkpoint_tokenizer` is the one
-place that reads the stored tokenizer back.
+A run checkpoint (``<out>/checkpoint_last.safetensors``, written by :func:`seps.train.train`
+after every epoch, and at the step a SIGTERM stops it) holds the model, optimiser,
+scheduler and run state, the configs and the tokenizer, under ``"format":
+"seps-bench/1"``. It is data only (:func:`seps.safe_files.save_tensor_json`: safetensors
+plus JSON), so reading one runs no code. Checkpoints written before that
+(``checkpoint_last.pt``, pickled) are still read, with ``weights_only=True``: tensors and
+plain containers only (:func:`run_checkpoint_path` finds either).
+:func:`checkpoint_tokenizer` is the one place that reads the stored tokenizer back.
 
 Once a run has done its last epoch, :func:`drop_training_state` rewrites its checkpoint
 without the optimiser and scheduler state (AdamW keeps two moments per weight: about two
@@ -13,7 +17,7 @@ either kind, and says why a slimmed checkpoint cannot train further.
 
 from __future__ import annotations
 
-import os
+import collections
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ import torch
 
 from ..config import SEPSConfig
 from ..model import ModelSpec
-from ..store import temp_path
+from ..safe_files import load_tensor_json, load_torch_data, save_tensor_json
 from ..text import tokenizer_from_json, tokenizer_hash, tokenizer_to_json
 from ..train_config import TrainConfig
 
@@ -29,14 +33,32 @@ from ..train_config import TrainConfig
 CHECKPOINT_FORMAT = "seps-bench/1"
 #: What a run needs only to continue training (dropped from a completed run's checkpoint).
 TRAINING_STATE_KEYS = ("optimizer", "scheduler")
+#: A run's checkpoint in its ``out_dir`` (data only), and the pickled one written before.
+CHECKPOINT_NAME = "checkpoint_last.safetensors"
+LEGACY_CHECKPOINT_NAME = "checkpoint_last.pt"
 
 
-def atomic_torch_save(path: Path, obj: Any) -> None:
-    """``torch.save`` that leaves ``path`` whole (old or new) if killed mid-write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+def run_checkpoint_path(out_dir: Path) -> Path:
+    """The checkpoint of the run in ``out_dir``: the data-only one, or else one written in
+    the older pickled format; the data-only name when there is neither."""
+    new, old = Path(out_dir) / CHECKPOINT_NAME, Path(out_dir) / LEGACY_CHECKPOINT_NAME
+    return old if old.is_file() and not new.is_file() else new
+
+
+def _read(path: Path) -> Any:
+    if path.suffix == ".safetensors":
+        return load_tensor_json(path)
+    # The scheduler's milestones are a Counter: a plain container too.
+    return load_torch_data(path, allowed=[collections.Counter])
+
+
+def _write(path: Path, obj: dict[str, Any]) -> None:
+    """Data only, atomically. A legacy ``.pt`` path is rewritten under the new name (and
+    the pickle removed), so a resumed old run continues in the new format."""
+    path = Path(path)
+    save_tensor_json(path.with_name(CHECKPOINT_NAME), obj)
+    if path.name != CHECKPOINT_NAME:
+        path.unlink(missing_ok=True)
 
 
 def save_run_checkpoint(
@@ -50,9 +72,13 @@ def save_run_checkpoint(
     seps_cfg: SEPSConfig,
     spec: ModelSpec,
     tokenizer: Any,
+    partial_epoch: dict[str, Any] | None = None,
 ) -> None:
-    """Write a run checkpoint atomically (``state``: the run state as a dict)."""
-    atomic_torch_save(
+    """Write a run checkpoint atomically (``state``: the run state as a dict;
+    ``partial_epoch``: the progress of an epoch stopped at a step, see
+    :func:`seps.train.train`)."""
+    extra = {} if partial_epoch is None else {"partial_epoch": partial_epoch}
+    _write(
         path,
         {
             "model": model.state_dict(),
@@ -64,19 +90,21 @@ def save_run_checkpoint(
             "model_spec": spec.to_dict(),
             "tokenizer": tokenizer_to_json(tokenizer),
             "format": CHECKPOINT_FORMAT,
+            **extra,
         },
     )
 
 
 def load_run_checkpoint(path: Path) -> dict[str, Any]:
-    """A ``checkpoint_last.pt`` written by :func:`train`, with a clear error otherwise."""
+    """A run checkpoint written by :func:`train` (either format), with a clear error
+    otherwise; one that needs more than tensors and plain data is refused unread."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"checkpoint {str(path)!r}: file not found")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise ValueError(f"checkpoint {str(path)!r}: not a readable torch file ({exc})") from exc
+        ckpt = _read(path)
+    except ValueError as exc:
+        raise type(exc)(f"checkpoint {exc}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         keys = list(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
         raise ValueError(
@@ -122,11 +150,10 @@ def check_same_tokenizer(ckpt: dict[str, Any], tokenizer: Any, path: Path) -> No
 def drop_training_state(path: Path) -> bool:
     """Rewrite the run checkpoint ``path`` atomically without :data:`TRAINING_STATE_KEYS`;
     False (nothing written) when it holds none of them."""
-    # mmap: deciding costs no read of the weights; the kept tensors are read once, to write.
-    ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    ckpt = _read(Path(path))
     if not any(k in ckpt for k in TRAINING_STATE_KEYS):
         return False
-    atomic_torch_save(path, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})
+    _write(path, {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS})
     return True
 
 

@@ -204,8 +204,10 @@ def image_batches(
     offset: int = 0,
     workers: int = 0,
     pin_memory: bool = False,
+    start: int = 0,
 ) -> Iterator[Tensor]:
-    """The images ``(B, 3, S, S)`` of each step of an epoch, in order.
+    """The images ``(B, 3, S, S)`` of each step of an epoch from step ``start`` on (an
+    epoch resumed at that step), in order.
 
     ``steps[i]``: the image indices of step ``i`` (this process's share of the batch, whose
     first image is at ``offset`` in the whole batch); ``seed``: the epoch's seed, which
@@ -218,9 +220,9 @@ def image_batches(
     data = _StepImages(store, steps, seed, offset)
     decoding = store.cache is None or (store.augment and seed is not None)
     if workers == 0 or not decoding:
-        return (data[i] for i in range(len(data)))
+        return (data[i] for i in range(start, len(data)))
     loader = torch.utils.data.DataLoader(
-        data,
+        torch.utils.data.Subset(data, range(start, len(data))) if start else data,
         batch_size=None,
         shuffle=False,
         num_workers=workers,

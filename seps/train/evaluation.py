@@ -3,7 +3,8 @@
 :func:`encode_split` embeds every image, caption and dense caption of a split (from
 pixels and word ids, or from cached frozen-backbone features); :func:`evaluate_model`
 scores them with the model's head under a dense-caption protocol and returns the recall
-metrics (R@1/5/10 both ways, rsum; on COCO 5K also the 1K-fold means).
+metrics (R@1/5/10 both ways, rsum; on COCO 5K also the 1K-fold means), or raises
+:class:`NonFiniteSimilaritiesError` when a score is not finite.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from ..faults import kill_point
 from ..model import SEPSModel
 from ..train_config import TrainConfig
 from .data import SplitTensors, keep_first_tokens
+
+
+class NonFiniteSimilaritiesError(ValueError):
+    """The similarity matrix has NaN or infinite entries: the weights, finite, are so
+    large that scoring overflows. The training loop turns it into a divergence."""
+
+    def __init__(self, bad: int, total: int) -> None:
+        super().__init__(f"{bad} of {total} similarities are not finite")
 
 
 @torch.no_grad()
@@ -84,4 +93,7 @@ def evaluate_model(
         device=device,
         progress=progress,
     )
+    bad = int((~torch.isfinite(torch.as_tensor(sims))).sum())
+    if bad:  # a check only: the metrics of finite similarities are computed as before
+        raise NonFiniteSimilaritiesError(bad, int(torch.as_tensor(sims).numel()))
     return evaluate_retrieval(sims, coco_folds=cfg.dataset == "coco")

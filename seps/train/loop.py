@@ -21,7 +21,8 @@ draws its caption order from that seed, so a run resumed from its epoch checkpoi
 reproduces the uninterrupted run exactly on the CPU.
 
 Here: :func:`train` (and :func:`finish`, the final evaluation and ``result.json``), the
-run state kept in checkpoints (:class:`RunState`), :class:`DivergedError`, and the
+run state kept in checkpoints (:class:`RunState`) and :class:`DivergedError` (both in
+:mod:`.run_state`), and the
 per-step gradient norms of the score predictor (:func:`grad_norm`, :func:`ratio_grad_norm`).
 """
 
@@ -33,7 +34,6 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from ..baselines import text_only_sims
 from ..config import SEPSConfig
 from ..evaluate import shuffle_permutation
 from ..faults import kill_point
+from ..interrupts import check_stop, stop_on_sigterm, stop_requested
 from ..kernels import IMPLEMENTATIONS, unavailable_reason
 from ..losses import SEPSLoss, keep_ratios, triplet_loss
 from ..metrics import recall_at_k
@@ -65,6 +66,7 @@ from .checkpoints import (
     drop_training_state,
     load_run_checkpoint,
     restore_training_state,
+    run_checkpoint_path,
     save_run_checkpoint,
 )
 from .data import (
@@ -76,42 +78,18 @@ from .data import (
     validation_split,
 )
 from .distributed import TrainStep, barrier, data_parallel, init_distributed
-from .evaluation import evaluate_model
+from .evaluation import NonFiniteSimilaritiesError, evaluate_model
 from .features import cached_features
 from .pretrain import load_projections, pretrained_parts
-from .run_environment import environment, epoch_seed, peak_memory, seed_everything
-
-
-@dataclass
-class RunState:
-    epoch: int = -1  # last completed epoch
-    history: list[dict[str, Any]] = field(default_factory=list)
-    nonfinite_steps: int = 0
-    train_seconds: float = 0.0
-    #: ``{"epoch", "step"}`` of the first step whose loss or gradient was not finite.
-    first_nonfinite: dict[str, int] | None = None
-
-
-class DivergedError(RuntimeError):
-    """Training cannot go on: a non-finite loss under ``on_nonfinite="stop"``, an epoch
-    whose every step was non-finite, or non-finite weights after training.
-
-    :attr:`info` is what the run record stores as ``divergence`` (reason, first
-    non-finite epoch and step, count of non-finite steps, steps taken); :attr:`history`
-    holds the completed epochs.
-    """
-
-    def __init__(self, reason: str, state: RunState, steps_this_epoch: int) -> None:
-        first = state.first_nonfinite or {}
-        where = f" (first at epoch {first['epoch']}, step {first['step']})" if first else ""
-        super().__init__(f"{reason}; {state.nonfinite_steps} non-finite steps{where}")
-        self.info: dict[str, Any] = {
-            "reason": reason,
-            "first_nonfinite": state.first_nonfinite,
-            "nonfinite_steps": state.nonfinite_steps,
-            "steps_done": sum(h["steps"] for h in state.history) + steps_this_epoch,
-        }
-        self.history = state.history
+from .run_environment import (
+    environment,
+    epoch_seed,
+    peak_memory,
+    rng_states,
+    seed_everything,
+    set_rng_states,
+)
+from .run_state import DivergedError, RunState
 
 
 def build_run(cfg: TrainConfig, seps_cfg: SEPSConfig) -> tuple[Any, ModelSpec, Path]:
@@ -212,18 +190,22 @@ def train(
 ) -> dict[str, Any]:
     """Train, evaluate and write ``<out_dir>/result.json``; return the result record.
 
-    A checkpoint (``checkpoint_last.pt``, with the tokenizer inside) is written
+    A checkpoint (``checkpoint_last.safetensors``, with the tokenizer inside) is written
     atomically after every epoch; ``resume=True`` continues from it. Once the last epoch
     is done the checkpoint loses its optimizer and scheduler state, unless
     ``keep_optimizer`` (resuming a completed run then only evaluates again).
     ``stop_after_epoch`` ends the call after that epoch (used to test resuming).
+    A SIGTERM (:mod:`seps.interrupts`) ends it after the current step, with the
+    checkpoint written at that step (``resume=True`` continues from it, to the same
+    bits), by raising :class:`seps.interrupts.StopRequested`.
 
     Raises:
         DivergedError: training could not go on (see ``TrainConfig.on_nonfinite``);
             ``result.json`` then says ``"status": "diverged"`` with where and how often.
     """
     try:
-        return _train(cfg, seps_cfg, resume=resume, stop_after_epoch=stop_after_epoch)
+        with stop_on_sigterm():
+            return _train(cfg, seps_cfg, resume=resume, stop_after_epoch=stop_after_epoch)
     except DivergedError as exc:
         if int(os.environ.get("RANK", "0")) == 0:
             result = {
@@ -314,13 +296,32 @@ def _train(
     # MLP, the per-patch keep bias); its gradient norm is logged every step.
     selector_params = [p for p in model.cross_net.selectors.parameters() if p.requires_grad]
     state = RunState()
-    ckpt_path = out / "checkpoint_last.pt"
+    ckpt_path = run_checkpoint_path(out)
+    partial: dict[str, Any] | None = None  # the epoch a SIGTERM stopped, to go on with
     if resume and ckpt_path.exists():
         ckpt = load_run_checkpoint(ckpt_path)
         check_same_tokenizer(ckpt, tokenizer, ckpt_path)
         model.load_state_dict(ckpt["model"])
         restore_training_state(ckpt, optimizer, scheduler, cfg.epochs, ckpt_path)
         state = RunState(**ckpt["state"])
+        partial = ckpt.get("partial_epoch")
+
+    def save(partial_epoch: dict[str, Any] | None = None) -> None:
+        nonlocal ckpt_path
+        extra = {} if partial_epoch is None else {"partial_epoch": partial_epoch}
+        save_run_checkpoint(
+            ckpt_path,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            state=dataclasses.asdict(state),
+            cfg=cfg,
+            seps_cfg=seps_cfg,
+            spec=spec,
+            tokenizer=tokenizer,
+            **extra,
+        )
+        ckpt_path = run_checkpoint_path(out)  # an older .pt is rewritten as .safetensors
 
     n_caps = len(train_split.captions.pieces)
     n_batches = n_caps // cfg.batch_size
@@ -342,6 +343,13 @@ def _train(
         seed_everything(es)
         order = torch.randperm(n_caps, generator=torch.Generator().manual_seed(es))
         text_rng = random.Random(es) if cfg.augment and cfg.protocol != "frozen" else None
+        part, partial = (partial if partial and partial["epoch"] == epoch else None), None
+        start = part["next_step"] if part else 0
+        if part:  # this epoch was stopped at step ``start``: go on from there, same bits
+            set_rng_states(part["rng"], device)
+            if text_rng is not None:
+                text_rng.setstate(part["text_rng"])
+            t0 -= part["seconds"]
         model.train()
         if cfg.protocol == "frozen":
             model.img_enc.visual_encoder.eval()
@@ -351,7 +359,12 @@ def _train(
         ratio_sums: dict[str, float] = {}
         step_log: list[dict[str, Any]] = []
         steps = 0
-        bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False)
+        if part:
+            sums, ratio_sums = part["sums"], part["ratio_sums"]
+            step_log, steps = part["step_log"], part["steps"]
+        bar = tqdm(
+            range(start, n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False
+        )
         per_rank = cfg.batch_size // dist.world
         local = slice(dist.rank * per_rank, (dist.rank + 1) * per_rank)
         if train_feats is None:
@@ -366,8 +379,28 @@ def _train(
                 offset=local.start,
                 workers=cfg.workers,
                 pin_memory=device.type == "cuda",
+                start=start,
             )
         for i in bar:
+            if stop_requested():  # SIGTERM: keep the steps done, at this step
+                if i > start and dist.world == 1:  # (under DDP: the last epoch's checkpoint)
+                    save(
+                        {
+                            "epoch": epoch,
+                            "next_step": i,
+                            "seconds": time.perf_counter() - t0,
+                            "sums": sums,
+                            "ratio_sums": ratio_sums,
+                            "step_log": step_log,
+                            "steps": steps,
+                            "rng": rng_states(device),
+                            "text_rng": None if text_rng is None else text_rng.getstate(),
+                        }
+                    )
+                if (i > start and dist.world == 1) or part:  # the checkpoint is at step i
+                    check_stop(f"{ckpt_path} at epoch {epoch}, step {i}")
+                done = f"{ckpt_path} after epoch {state.epoch}"
+                check_stop(done if state.epoch >= 0 else "no checkpoint (no epoch done yet)")
             caps = order[i * cfg.batch_size : (i + 1) * cfg.batch_size].tolist()
             imgs = c2i[caps].tolist()
             img_ids = torch.tensor(imgs, device=device)
@@ -480,9 +513,14 @@ def _train(
         if val_split is not None:
             # Under the training protocol: runs that share this training (differing in
             # eval_dense_source only) must share its history too.
-            rec["val"] = evaluate_model(
-                model, val_split, device, cfg, dense_source=val_protocol, feats=val_feats
-            )
+            try:
+                rec["val"] = evaluate_model(
+                    model, val_split, device, cfg, dense_source=val_protocol, feats=val_feats
+                )
+            except NonFiniteSimilaritiesError as exc:
+                where = {"epoch": epoch, "phase": "validation"}
+                reason = f"{exc} at validation of epoch {epoch}"
+                raise DivergedError(reason, state, steps, where) from None
             if val_protocol != cfg.dense_source:  # the split has no dense captions
                 rec["val_dense_source"] = val_protocol
         state.history.append(rec)
@@ -491,17 +529,7 @@ def _train(
         if not dist.main:
             barrier(dist)
             continue
-        save_run_checkpoint(
-            ckpt_path,
-            model=model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            state=dataclasses.asdict(state),
-            cfg=cfg,
-            seps_cfg=seps_cfg,
-            spec=spec,
-            tokenizer=tokenizer,
-        )
+        save()
         barrier(dist)
         if cfg.progress:
             print(_log_line(rec), flush=True)
@@ -510,6 +538,7 @@ def _train(
 
     if not dist.main:
         return {"rank": dist.rank}
+    check_stop(f"{ckpt_path} after its last epoch ({state.epoch})")
     if not cfg.keep_optimizer and ckpt_path.exists():  # complete: resuming needs no optimizer
         drop_training_state(ckpt_path)
     return finish(cfg, model, tokenizer, data_dir, device, state, spec)
@@ -532,7 +561,11 @@ def finish(
     if cfg.protocol == "frozen":
         feats = cached_features(model, eval_split, cfg, spec, device, "eval")
     t0 = time.perf_counter()
-    metrics = evaluate_model(model, eval_split, device, cfg, feats=feats, progress=cfg.progress)
+    try:
+        metrics = evaluate_model(model, eval_split, device, cfg, feats=feats, progress=cfg.progress)
+    except NonFiniteSimilaritiesError as exc:
+        where = {"epoch": state.epoch, "phase": "evaluation"}
+        raise DivergedError(f"{exc} at evaluation", state, 0, where) from None
     eval_seconds = time.perf_counter() - t0
     pairs = eval_split.data.n_images * eval_split.data.n_captions
     # What the test split's dense captions give away without pixels: the rSum of a word

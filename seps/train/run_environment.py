@@ -2,7 +2,8 @@
 
 - :func:`seed_everything` seeds Python, NumPy and PyTorch; :func:`epoch_seed` derives the
   seed of one epoch from the run's seed, which is what makes a resumed run reproduce the
-  uninterrupted one;
+  uninterrupted one; :func:`rng_states` / :func:`set_rng_states` save and restore the
+  random states of a run stopped mid-epoch;
 - :func:`environment` records library versions, device and git commit with every result;
 - :func:`peak_memory` is the peak memory of the device (CUDA) or the process (CPU).
 """
@@ -23,6 +24,30 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def rng_states(device: torch.device) -> dict[str, Any]:
+    """Every global random state a training step draws from (Python, NumPy, PyTorch's CPU
+    and CUDA generators), as tensors and plain data: saved with a run stopped mid-epoch."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    out: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+        "torch": torch.get_rng_state(),
+    }
+    if device.type == "cuda":
+        out["cuda"] = torch.cuda.get_rng_state(device)
+    return out
+
+
+def set_rng_states(states: dict[str, Any], device: torch.device) -> None:
+    """Restore what :func:`rng_states` saved."""
+    random.setstate(states["python"])
+    kind, keys, pos, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and device.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"], device)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
