@@ -19,6 +19,7 @@ from ..float_path import ENV_VAR
 from . import (  # noqa: F401  (each registers its command)
     bench,
     data,
+    export,
     presets,
     pretrain,
     ratio_scale,
