@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create ./.venv and install seps-bench with its test and lint extras.
+# Create ./.venv and install seps-bench with all its extras (bench, ray) and the test and lint ones.
 #
 # SEPS_TORCH selects the PyTorch build installed first. The default pins the
 # release this project is tested with (on the CI machine pip takes it from the
@@ -18,5 +18,5 @@ if [ -n "$TORCH_SPEC" ]; then
     # shellcheck disable=SC2086
     "$VENV/bin/python" -m pip install --quiet $TORCH_SPEC
 fi
-"$VENV/bin/python" -m pip install --quiet -e ".[test,lint]"
+"$VENV/bin/python" -m pip install --quiet -e ".[all,test,lint]"
 "$VENV/bin/python" -c "import torch, seps; print('seps-bench', seps.__version__, '| torch', torch.__version__, '| cuda', torch.cuda.is_available())"

@@ -1,8 +1,8 @@
 """Ablation definitions, named matrices and profiles, read from ``ablations/``.
 
-``ablations/differences.yaml`` lists every documented difference and every finding with
-its code and paper values; ``ablations/matrices/<name>.yaml`` lists the runs of a named
-matrix; ``ablations/profiles.yaml`` says how large a run is (``smoke``, ``quick``,
+``seps/definitions/differences.yaml`` lists every documented difference and every finding with
+its code and paper values; ``seps/definitions/matrices/<name>.yaml`` lists the runs of a named
+matrix; ``seps/definitions/profiles.yaml`` says how large a run is (``smoke``, ``quick``,
 ``paper``). The runner, the docs and the reports read these files, so adding a
 difference is adding an entry to ``differences.yaml``.
 
@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +61,23 @@ class AblationError(ValueError):
     """A malformed ablation file; the message names the file, run and field."""
 
 
+def packaged_root() -> Path:
+    """The definitions shipped inside the package (``seps/definitions/``, package data of
+    the wheel), found with :mod:`importlib.resources` so an installed wheel needs no
+    checkout."""
+    return Path(str(resources.files("seps") / "definitions"))
+
+
 def default_root() -> Path:
-    """``$SEPS_ABLATIONS``, else ``./ablations`` when present, else the repository's."""
+    """``$SEPS_ABLATIONS``, else ``./ablations`` when present, else the package's own
+    definitions (:func:`packaged_root`)."""
     env = os.environ.get("SEPS_ABLATIONS")
     if env:
         return Path(env)
     local = Path.cwd() / "ablations"
     if (local / "differences.yaml").exists():
         return local
-    return Path(__file__).resolve().parents[1] / "ablations"
+    return packaged_root()
 
 
 def _read_yaml(path: Path) -> Any:
@@ -100,7 +109,7 @@ def _head_fields() -> set[str]:
 # ---------------------------------------------------------------------- differences
 @dataclass(frozen=True)
 class Difference:
-    """One documented difference or finding (``ablations/differences.yaml``)."""
+    """One documented difference or finding (``seps/definitions/differences.yaml``)."""
 
     id: str
     name: str
@@ -378,7 +387,7 @@ def _validate_run(run: RunSpec, where: str) -> None:
 
 
 def load_matrix(name: str, root: Path | None = None) -> Matrix:
-    """A named matrix (``ablations/matrices/<name>.yaml``) or a path to a matrix file."""
+    """A named matrix (``seps/definitions/matrices/<name>.yaml``) or a path to a matrix file."""
     root = root or default_root()
     path = Path(name) if name.endswith((".yaml", ".yml")) else root / "matrices" / f"{name}.yaml"
     if not path.exists():

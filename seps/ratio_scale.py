@@ -13,7 +13,7 @@ the first ``steps`` batches of epoch 0 at a learning rate of 1e-12 (the weights 
 move, so every batch sees the model as initialised), no validation, stopped after the
 epoch (no evaluation). :func:`normalised_weights` turns the norms into weights. The
 command is ``seps-bench ratio-scale``; its weights are copied into
-``ablations/matrices/loss-study.yaml`` (the ``.../normalised`` runs), where they count in
+``seps/definitions/matrices/loss-study.yaml`` (the ``.../normalised`` runs), where they count in
 each run's key like any other field.
 
 Not part of :func:`seps.version.code_version` (the training path does not import it):

@@ -23,9 +23,9 @@ def make_ablation_root(
     ``repo_matrices``; return ``root``."""
     (root / "matrices").mkdir(parents=True)
     for name in ("differences.yaml", "paper_figures.yaml"):
-        (root / name).write_bytes((REPO / "ablations" / name).read_bytes())
+        (root / name).write_bytes((REPO / "seps" / "definitions" / name).read_bytes())
     for name in repo_matrices:
-        src = REPO / "ablations" / "matrices" / f"{name}.yaml"
+        src = REPO / "seps" / "definitions" / "matrices" / f"{name}.yaml"
         (root / "matrices" / src.name).write_bytes(src.read_bytes())
     for name, doc in matrices.items():
         (root / "matrices" / f"{name}.yaml").write_text(yaml.safe_dump(dict(doc), sort_keys=False))

@@ -1,4 +1,4 @@
-"""Ablation definitions, matrices and profiles (ablations/*.yaml)."""
+"""Ablation definitions, matrices and profiles (seps/definitions/*.yaml)."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def _root_with(tmp_path, profile: str, matrix: str):
     import shutil
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1] / "ablations"
+    repo = Path(__file__).resolve().parents[1] / "seps" / "definitions"
     root = tmp_path / "ablations"
     (root / "matrices").mkdir(parents=True)
     shutil.copy(repo / "differences.yaml", root / "differences.yaml")

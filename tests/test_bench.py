@@ -51,7 +51,13 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        md = bench.run_report(s, tmp_path, "seps-bench bench --report --quick", lambda m: None)
+        md = bench.run_report(
+            s,
+            tmp_path,
+            "seps-bench bench --report --quick",
+            lambda m: None,
+            json_path=tmp_path / "latency.json",
+        )
     finally:
         torch.set_num_threads(threads)
     text = md.read_text()
@@ -64,6 +70,35 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
     assert "in-process" in text
     assert (tmp_path / "latency.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
+    doc = json.loads((tmp_path / "latency.json").read_text())
+    assert doc["settings"]["geometries"] == ["swin224"] and doc["settings"]["quick"]
+    assert doc["goal"]["train"]["loop"]["seconds"] > 0
+    ratio = doc["goal"]["eval_repeat1"]["ratio"]
+    assert f"{ratio:.2f}x" in text  # the same numbers as the markdown
+    assert {r["geometry"] for r in doc["micro"]["rows"]} == {"swin224"}
+    assert doc["micro"]["speedups"] and doc["presets"]
+    assert doc["meta"]["versions"]["torch"] == torch.__version__
+
+
+def test_cli_json_goes_to_the_report(captured, tmp_path) -> None:
+    out = ["--out", str(tmp_path), "--json", str(tmp_path / "latency.json")]
+    assert main(["bench", "--report", "--quick", "--device", "cpu", *out]) == 0
+    assert captured[0].json_path == tmp_path / "latency.json"
+
+
+def test_cli_json_without_report_is_pytest_benchmarks_json(monkeypatch, tmp_path) -> None:
+    """The suites mode runs the suites shipped in the package and hands --json to
+    pytest-benchmark as --benchmark-json."""
+    import pytest as pytest_module
+
+    from seps.bench.suites import SUITES
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(pytest_module, "main", lambda argv: seen.append(argv) or 0)
+    assert main(["bench", "--json", str(tmp_path / "b.json"), "--", "-k", "topk"]) == 0
+    argv = seen[0]
+    assert argv[0] == str(SUITES) and (SUITES / "test_bench_head.py").is_file()
+    assert f"--benchmark-json={tmp_path / 'b.json'}" in argv and argv[-2:] == ["-k", "topk"]
 
 
 def test_cli_help_explains_options(capsys) -> None:
@@ -143,7 +178,8 @@ def captured(monkeypatch) -> list[bench.BenchSettings]:
     replaced so that no benchmark runs (a CLI test must not take minutes)."""
     seen: list[bench.BenchSettings] = []
 
-    def fake_run_report(s, out_dir, command_line, log):
+    def fake_run_report(s, out_dir, command_line, log, json_path=None):
+        s.json_path = json_path  # what --json handed on, for the test to read
         seen.append(s)
         return Path(out_dir) / "latency.md"
 

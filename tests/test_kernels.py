@@ -11,7 +11,7 @@
   on a CUDA machine also on the GPU;
 - gradients of every implementation agree with the batched ones.
 
-No test here is timed: the speed goals live in ``benchmarks/`` and ``seps-bench bench``.
+No test here is timed: the speed goals live in ``seps/bench/suites/`` and ``seps-bench bench``.
 """
 
 from __future__ import annotations

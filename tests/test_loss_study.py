@@ -203,7 +203,7 @@ def test_report_family_spans_results_and_loss_study(tmp_path):
     root = tmp_path / "ablations"
     (root / "matrices").mkdir(parents=True)
     for name in ("differences.yaml", "paper_figures.yaml"):
-        (root / name).write_text((repo / "ablations" / name).read_text())
+        (root / name).write_text((repo / "seps" / "definitions" / name).read_text())
     matrix = {
         "name": "ls",
         "baseline": "align/triplet",

@@ -190,7 +190,7 @@ def test_nan_rejected() -> None:
 
 def test_large_matrix_gives_valid_recalls() -> None:
     """2000 x 10000 (COCO 5K-sized rows): its speed is benchmarked in
-    benchmarks/test_bench_data.py; here only that the counting path gives sane values."""
+    seps/bench/suites/test_bench_data.py; here only that the counting path gives sane values."""
     rng = np.random.default_rng(5)
     s = positives_boosted(rng, 2000, 5, 2.0).astype(np.float32)
     m = recall_at_k(s)

@@ -462,7 +462,7 @@ def test_paper_reference_matching():
     from seps.ablations import RunSpec
     from seps.report import load_paper_figures
 
-    figures = load_paper_figures(REPO / "ablations")
+    figures = load_paper_figures(REPO / "seps" / "definitions")
     rho = paper_reference(RunSpec("rho=0.3", "paper", {"sparse_ratio": 0.3}), figures)
     assert rho is not None and rho.values["rsum"] == 561.2
     coef = paper_reference(
@@ -487,7 +487,7 @@ def test_coefficient_row_matches_a_run_that_also_sets_the_decision():
     from seps.ablations import RunSpec
     from seps.report import load_paper_figures
 
-    figures = load_paper_figures(REPO / "ablations")
+    figures = load_paper_figures(REPO / "seps" / "definitions")
     coef = {"lambda_sparse": 1.0, "lambda_dense": 0.25}
     topk = paper_reference(RunSpec("c", "paper", {**coef, "decision": "topk"}), figures)
     assert topk is not None and topk.table == "coefficients" and topk.values["rsum"] == 540.9
@@ -510,7 +510,7 @@ def test_paper_figures_copy_the_reference_tables():
     ref = REPO.parent / "shared" / "reference" / "paper_tables.md"
     if not ref.exists():
         pytest.skip("shared reference tables not available")
-    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
+    figures = yaml.safe_load((REPO / "seps" / "definitions" / "paper_figures.yaml").read_text())
     tables = {}
     for block in ref.read_text().split("\n## ")[1:]:
         rows = [line for line in block.splitlines() if line.startswith("|")][2:]

@@ -28,7 +28,7 @@ from seps.store import SCHEMA, atomic_write_json
 from seps.train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig
 from seps.version import VERSION_KEY, code_version
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
 
 PROFILE = """
 tiny:

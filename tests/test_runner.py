@@ -30,7 +30,7 @@ from seps.runner import (
 )
 from seps.version import VERSION_KEY, code_version
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
 
 PROFILE = """
 tiny:

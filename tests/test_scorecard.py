@@ -162,7 +162,9 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ claims file
 def test_every_claim_of_the_repository_names_existing_matrices_and_runs():
-    claims, matrices = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    claims, matrices = load_claim_file(
+        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
+    )
     assert len({c.id for c in claims}) == len(claims)
     for c in claims:
         assert c.matrices, c.id
@@ -173,17 +175,19 @@ def test_every_claim_of_the_repository_names_existing_matrices_and_runs():
 
 
 def test_claims_cover_the_headline_modules_differences_optima_losses_and_findings():
-    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    claims, _ = load_claim_file(
+        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
+    )
     by_matrix: dict[str, set[str]] = {}
     for c in claims:
         for m in c.matrices:
             by_matrix.setdefault(m, set()).update(c.runs())
     headline = next(c for c in claims if c.id == "headline")
     assert headline.pairs[0].baseline == "laps" and headline.protocols == ("candidate", "query")
-    for d in load_differences(REPO / "ablations"):
+    for d in load_differences(REPO / "seps" / "definitions"):
         if d.kind == "difference":
             assert {f"code+{d.id}", f"paper-{d.id}"} <= by_matrix["seven-differences"], d.id
-    modules = load_matrix("paper-modules", REPO / "ablations")
+    modules = load_matrix("paper-modules", REPO / "seps" / "definitions")
     assert {r.id for r in modules.runs} <= by_matrix["paper-modules"]
     kinds = {c.matrices[0]: c.kind for c in claims if c.kind == "optimum"}
     assert kinds == {"selection-ratio": "optimum", "coefficients": "optimum"}
@@ -196,13 +200,15 @@ def test_claims_cover_the_headline_modules_differences_optima_losses_and_finding
 
 
 def test_headline_size_is_the_paper_table_difference():
-    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
+    figures = yaml.safe_load((REPO / "seps" / "definitions" / "paper_figures.yaml").read_text())
     rows = {
         r["method"]: r["rsum"]
         for r in figures["table1"]["rows"]
         if r["backbone"] == "ViT-Base-224" and r["dataset"] == "Flickr30K 1K"
     }
-    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
+    claims, _ = load_claim_file(
+        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
+    )
     headline = next(c for c in claims if c.id == "headline")
     assert headline.size == pytest.approx(rows["SEPS"] - rows["LAPS"])
 

@@ -9,10 +9,10 @@ One concept per module, imported one way (each only from the ones below it):
   and training), per implementation of :data:`seps.kernels.IMPLEMENTATIONS`;
 - :mod:`~seps.bench.timing`: timing (best of N, alternating, interleaved) and peak memory;
 - :mod:`~seps.bench.workloads`: geometries, caption lengths, inputs, heads, configs and
-  the single-difference variants (read from ``ablations/differences.yaml``).
+  the single-difference variants (read from ``seps/definitions/differences.yaml``).
 
 The ``bench`` subcommand is :mod:`seps.cli.bench`. The workloads are shared with
-``benchmarks/``, the pytest-benchmark suites.
+``suites/``, the pytest-benchmark suites.
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 
 :func:`run_report` measures every section (:mod:`seps.bench.sections`) in one run,
 renders the markdown (:func:`render_report`) and the speed-up plot (:func:`plot`) and
-writes both atomically.
+writes both atomically; with ``json_path`` also every number of the report as JSON
+(:func:`report_json`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -202,8 +204,26 @@ def _load() -> str:
         return "n/a"
 
 
+def report_json(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: dict) -> str:
+    """The report's numbers as one JSON document: the settings, the run's metadata, the
+    goal measurements, the preset rows, the micro-benchmark rows and their speed-ups
+    against loop (the same values the markdown rounds)."""
+    doc = {
+        "settings": dataclasses.asdict(s),
+        "meta": meta,
+        "goal": goal,
+        "presets": presets,
+        "micro": {**micro, "speedups": speedups(micro["rows"])},
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
 def run_report(
-    s: BenchSettings, out_dir: Path, command_line: str, log: Callable[[str], None]
+    s: BenchSettings,
+    out_dir: Path,
+    command_line: str,
+    log: Callable[[str], None],
+    json_path: Path | None = None,
 ) -> Path:
     load_start = _load()
     goal = goal_section(s, log)
@@ -227,4 +247,6 @@ def run_report(
     atomic_write_bytes(png, buf.getvalue())
     text += f"\n![speed-ups]({png.name})\n"
     atomic_write_text(md, text)
+    if json_path is not None:
+        atomic_write_text(Path(json_path), report_json(s, goal, presets, micro, meta))
     return md

@@ -1,7 +1,7 @@
 """What the benchmarks run on: geometries, caption lengths, inputs, heads and configs.
 
 Shared by the latency report (:mod:`seps.bench.latency`) and the pytest-benchmark
-suites in ``benchmarks/``:
+suites in ``seps/bench/suites/``:
 
 - geometries :data:`GEOMETRIES`: ViT-224 (196 patches + [CLS]), ViT-384 (576 +
   [CLS]), Swin-224 (49), Swin-384 (144); Swin uses rho = 0.8, aggr 0.6 (SPEC.md);
@@ -9,7 +9,7 @@ suites in ``benchmarks/``:
   ``../shared/data/f30k/`` when present, else from the stored whitespace-word
   histogram ``seps/data/f30k_lengths.json`` (:func:`caption_lengths`);
 - the single-difference variants of the report (:func:`variants`), read from
-  ``ablations/differences.yaml``.
+  ``seps/definitions/differences.yaml``.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (each registers its command)
     bench,
     campaign,
     data,
+    export,
     presets,
     pretrain,
     ratio_scale,

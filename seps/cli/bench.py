@@ -1,6 +1,7 @@
 """The ``seps-bench bench`` subcommand: options, their value parsers and the run.
 
-Without ``--report`` it runs the pytest-benchmark suites in ``benchmarks/``; with it,
+Without ``--report`` it runs the pytest-benchmark suites shipped in
+``seps/bench/suites/`` (:data:`seps.bench.suites.SUITES`); with it,
 the latency report (:func:`seps.bench.latency.run_report`) with the settings of
 :func:`bench_settings`. Registered with :func:`seps.cli.command` on import.
 """
@@ -87,7 +88,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
         "Micro-benchmarks of the TopK (patch selection) and HRPA kernels and of the whole head, "
         "per implementation (loop, batched, compiled, triton), and with --report the latency "
         "report reports/latency.md + reports/latency.png. Without --report it runs the "
-        "pytest-benchmark suites in benchmarks/ (like `tox -e bench`)."
+        "pytest-benchmark suites shipped in seps/bench/suites/ (like `tox -e bench`)."
     )
     p.add_argument(
         "--report",
@@ -164,6 +165,13 @@ def _add_args(p: argparse.ArgumentParser) -> None:
         "report means; training rounds alternate one step of each and report the best",
     )
     p.add_argument("--out", default="reports", help="report folder (default: reports)")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        default=None,
+        help="also write the numbers as JSON: with --report the latency report's (settings, "
+        "goals, presets, micro-benchmarks); without it, pytest-benchmark's --benchmark-json",
+    )
     p.add_argument("pytest_args", nargs="*", help="extra arguments passed to pytest (no --report)")
 
 
@@ -200,13 +208,16 @@ def _run_bench(args: argparse.Namespace) -> int:
     if not args.report:
         import pytest  # an optional dependency (the "test" extra): only this path needs it
 
-        bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
-        return int(pytest.main([str(bench_dir), "--benchmark-only", "-q", *args.pytest_args]))
+        from ..bench.suites import SUITES
+
+        extra = [] if args.json is None else [f"--benchmark-json={args.json}"]
+        return int(pytest.main([str(SUITES), "--benchmark-only", "-q", *extra, *args.pytest_args]))
     cmd = (
         "seps-bench " + " ".join(sys.argv[1:])
         if sys.argv[0].endswith("seps-bench")
         else ("seps-bench bench --report" + (" --quick" if args.quick else ""))
     )
-    md = run_report(s, Path(args.out), cmd, lambda m: print(m, flush=True))
-    print(f"wrote {md} and {md.with_suffix('.png')}")
+    json_path = None if args.json is None else Path(args.json)
+    md = run_report(s, Path(args.out), cmd, lambda m: print(m, flush=True), json_path=json_path)
+    print(f"wrote {md} and {md.with_suffix('.png')}" + (f" and {json_path}" if json_path else ""))
     return 0

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..ablations import default_root
+from ..ablations import default_root, load_matrix
 from ..report.records import matrices_with_records
 from ..report.render import write_report
 from ..store import scan_records
@@ -22,7 +22,7 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
         "matrices",
         nargs="*",
         metavar="MATRIX",
-        help="matrix names (ablations/matrices/<name>.yaml) or matrix files; default: every "
+        help="matrix names (seps/definitions/matrices/<name>.yaml) or matrix files; default: every "
         "matrix that has records under --results",
     )
     p.add_argument("--results", default="results", help="result store to read (default: results/)")
@@ -41,7 +41,8 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ablations",
         help="ablation definitions folder with matrices/, differences.yaml and "
-        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
+        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations when present, else the "
+        "package's seps/definitions/)",
     )
 
 
@@ -64,10 +65,12 @@ def _run_report(args: argparse.Namespace) -> int:
             print(f"skipping {name}: no matrix file {root}/matrices/{name}.yaml", file=sys.stderr)
             status = 1
             continue
-        for err in scan_records(Path(args.results) / name)[1]:
+        # A name or a matrix file: its records are under <results>/<the matrix's name>/.
+        matrix = load_matrix(name, root)
+        for err in scan_records(Path(args.results) / matrix.name)[1]:
             print(f"warning: {err}; listed under 'Failed runs'", file=sys.stderr)
         path = write_report(
-            name,
+            str(matrix.path),
             args.results,
             args.reports,
             root=root,

@@ -21,13 +21,13 @@ from .registry import command
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "matrix",
-        help="a matrix name in ablations/matrices/ "
+        help="a matrix name in seps/definitions/matrices/ "
         f"({', '.join(list_matrices())}) or a path to a matrix YAML file",
     )
     p.add_argument(
         "--profile",
         default="smoke",
-        help="run size, a profile of ablations/profiles.yaml ("
+        help="run size, a profile of seps/definitions/profiles.yaml ("
         + "; ".join(f"{k}: {v}" for k, v in profile_summaries().items())
         + "); default smoke",
     )
@@ -96,7 +96,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         help="print the resolved runs, their settings, what is to do (runs, trainings, "
         "epochs) and the disk the checkpoints will take, then exit",
     )
-    p.add_argument("--ablations", help="ablation definitions folder (default ./ablations)")
+    p.add_argument(
+        "--ablations",
+        help="ablation definitions folder (default: $SEPS_ABLATIONS, else ./ablations when "
+        "present, else the definitions shipped in the package, seps/definitions/)",
+    )
     p.add_argument(
         "--allow-mixed-versions",
         action="store_true",
@@ -173,8 +177,10 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_report:
         from .report import write_report
 
+        # The matrix it ran (its file), not its name: a matrix given as a path to a YAML
+        # file outside the ablation root is reported as well.
         path = write_report(
-            matrix.name,
+            str(matrix.path),
             results,
             Path(args.reports),
             root=root,

@@ -1,6 +1,6 @@
 """The ``seps-bench scorecard`` subcommand, registered with :func:`seps.cli.command`.
 
-Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``ablations/claims.yaml``
+Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``seps/definitions/claims.yaml``
 and the stored run records; never trains. Kept apart from the report code so that all of
 the command line of the scorecard (arguments, messages, exit status) is in this file.
 """
@@ -29,7 +29,8 @@ def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ablations",
         help="ablation definitions folder with claims.yaml, matrices/, differences.yaml and "
-        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations)",
+        "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations when present, else the "
+        "package's seps/definitions/)",
     )
     p.add_argument(
         "--readme",
@@ -50,7 +51,7 @@ def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
 
 @command(
     "scorecard",
-    "write reports/README.md: every claim of ablations/claims.yaml with its measured effect "
+    "write reports/README.md: every claim of seps/definitions/claims.yaml with its measured effect "
     "and verdict, from stored results (never trains)",
     _add_scorecard_args,
 )

@@ -2,7 +2,7 @@
 
 A report is a pure function of the stored run records (``results/<matrix>/*.json``, schema
 ``seps-bench/run/1``, written by :mod:`seps.runner`), the matrix definition and the
-paper's reported figures (``ablations/paper_figures.yaml``). Nothing here trains or
+paper's reported figures (``seps/definitions/paper_figures.yaml``). Nothing here trains or
 evaluates. The same records give a byte-identical ``reports/<matrix>.md`` and the same PNG
 plots: rows follow the matrix's run order, floats have fixed formats, no clock is read,
 and files are written atomically (temp file + ``os.replace``).

@@ -1,10 +1,10 @@
-"""The claims the scorecard judges: ``ablations/claims.yaml``, read and checked.
+"""The claims the scorecard judges: ``seps/definitions/claims.yaml``, read and checked.
 
 :func:`load_claim_file` returns the claims in file order and the matrices they name
 (:func:`seps.ablations.load_matrix`, so grid and flip/revert run ids are the expanded
 ones). A claim naming a matrix that does not load or a run that is not in every one of
 its matrices is an error, so a claim cannot silently test nothing. The fields are
-described in the header of ``ablations/claims.yaml``; the scorecard itself is
+described in the header of ``seps/definitions/claims.yaml``; the scorecard itself is
 :mod:`seps.report.scorecard`.
 """
 

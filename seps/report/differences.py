@@ -15,7 +15,7 @@ tests support, and no more).
 paper's choice, rSum(paper's side) − rSum(code's side), paired by seed: ``code+X −
 code`` for a flip, ``paper − paper-X`` for a revert. A positive Δ in both columns says
 the paper's choice helps in both contexts. The scorecard words its revert rows the same
-way (``ablations/claims.yaml``: baseline ``paper-X``, variant ``paper``).
+way (``seps/definitions/claims.yaml``: baseline ``paper-X``, variant ``paper``).
 
 *Which runs* (the convention of ``{expand: flip | revert}`` in :mod:`seps.ablations`):
 a run with a ``difference`` whose preset is ``code`` holds the paper's value of it (a
@@ -26,7 +26,7 @@ run or the variant's records shows ``no record``.
 *Tests*: every cell is a paired t-test and joins the report's correction family; a flip
 is the results table's own test (the same records on both sides: one test, counted
 once), a revert is a new one. The claimed impact is seed 004's, from
-``ablations/differences.yaml`` (or ``paper_figures.yaml``).
+``seps/definitions/differences.yaml`` (or ``paper_figures.yaml``).
 """
 
 from __future__ import annotations

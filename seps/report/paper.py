@@ -1,7 +1,7 @@
 """What the paper reports, matched to the runs of a matrix and set beside the measurements.
 
 The reported figures are read from ``paper_figures.yaml`` (an ablation root's, else the
-repository's ``ablations/paper_figures.yaml``) and the claimed impacts of the documented
+package's ``seps/definitions/paper_figures.yaml``) and the claimed impacts of the documented
 differences from ``differences.yaml``. :func:`paper_reference` says which reported figure,
 if any, a run corresponds to; :func:`paper_sections` writes the report's "Reported by the
 paper" tables from those references and the matrix's summary.
@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..ablations import Matrix, RunSpec, default_root
+from ..ablations import Matrix, RunSpec, default_root, packaged_root
 from ..config import PRESETS
 from ..formatting import DASH, fmt, fmt_ci, is_missing, markdown_table
 from .records import DENSE_COLUMN, LABELS, METRICS, profiles
@@ -26,8 +26,8 @@ from .summary import delta_text, variant_text
 
 #: Label of the paper's Table 1 figure shown beside the code and paper presets.
 PAPER_LABEL = "paper/README reported, Flickr30K ViT-224"
-#: The figures of the repository, used when the ablation root has none.
-REPO_FIGURES = Path(__file__).resolve().parents[2] / "ablations" / "paper_figures.yaml"
+#: The figures shipped with the package, used when the ablation root has none.
+REPO_FIGURES = packaged_root() / "paper_figures.yaml"
 #: The recalls of the paper's module-ablation table (it reports R@1 and R@5 only).
 MODULE_RECALLS = ("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5")
 #: The head fields the paper's coefficient grid sweeps (l1, l2).

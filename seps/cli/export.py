@@ -1,0 +1,59 @@
+"""``seps-bench export [MATRIX ...]``: the stored run records as one CSV or JSON-lines table
+(:mod:`seps.export`), to a file or to standard output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .registry import command
+
+FORMATS = ("csv", "jsonl")  # seps.export.EXPORT_FORMATS, kept here so --help imports no pandas
+
+
+def _add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "matrices",
+        nargs="*",
+        metavar="MATRIX",
+        help="matrix names (folders of --results) or matrix files; default: every matrix "
+        "that has records under --results",
+    )
+    p.add_argument(
+        "--format",
+        default="csv",
+        choices=FORMATS,
+        help="csv (lists as JSON text) or jsonl (one JSON object per record); default csv",
+    )
+    p.add_argument("--results", default="results", help="result store to read (default: results/)")
+    p.add_argument(
+        "--output",
+        default="-",
+        metavar="PATH",
+        help="file to write (written atomically); default '-', standard output",
+    )
+
+
+@command(
+    "export",
+    "write the stored run records as one table, one row per record (CSV or JSON lines)",
+    _add_export_args,
+)
+def _run_export(args: argparse.Namespace) -> int:
+    from ..export import export_table, render_export
+    from ..store import atomic_write_text
+
+    if not Path(args.results).is_dir():
+        raise ValueError(f"--results: {args.results}: not a folder; expected a result store")
+    df = export_table(args.results, args.matrices)
+    if df.empty:
+        print(f"no run records under {args.results}/: nothing to export", file=sys.stderr)
+        return 1
+    text = render_export(df, args.format)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(args.output), text)
+        print(f"export: {args.output} ({len(df)} records)", file=sys.stderr)
+    return 0
