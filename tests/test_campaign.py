@@ -13,7 +13,7 @@ import pytest
 from seps.campaign import list_campaigns, load_campaign
 from seps.cli import main
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
 
 PROFILE = """
 tiny:
