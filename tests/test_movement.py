@@ -143,3 +143,32 @@ def test_frozen_backbones_are_absent_and_resume_keeps_the_initial_weights(synth,
     assert resumed["metrics"] == full["metrics"]
     for part, m in full["movement"].items():
         assert resumed["movement"][part] == pytest.approx(m), part
+
+
+def test_runner_record_carries_the_movement(synth, tmp_path):
+    from test_runner import PROFILE, REPO_ABLATIONS
+
+    from seps.ablations import load_matrix, load_profile
+    from seps.runner import run_matrix
+
+    root = tmp_path / "ablations"
+    (root / "matrices").mkdir(parents=True)
+    (root / "differences.yaml").write_bytes((REPO_ABLATIONS / "differences.yaml").read_bytes())
+    (root / "profiles.yaml").write_text(PROFILE)
+    (root / "matrices" / "one.yaml").write_text(
+        "name: one\ndescription: the paper preset\nbaseline: paper\n"
+        "runs:\n  - {id: paper, preset: paper}\n"
+    )
+    [record] = run_matrix(
+        load_matrix("one", root),
+        load_profile("tiny", root),
+        [0],
+        tmp_path / "results",
+        progress=False,
+        data_path=str(synth),
+        device="cpu",
+    )
+    assert record["status"] == "done"
+    assert set(record["movement"]) == PAPER_PARTS
+    [stored] = (tmp_path / "results" / "one").glob("*.json")
+    assert json.loads(stored.read_text())["movement"] == record["movement"]
