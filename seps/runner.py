@@ -215,6 +215,8 @@ def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
             traceback=None,
             **{k: result[k] for k in RESULT_FIELDS},
         )
+        if result.get("movement") is not None:  # seps.train.movement
+            record["movement"] = result["movement"]
         hist = result["history"]
         record["train_pairs_per_second"] = (
             sum(h["train_pairs_per_second"] for h in hist) / len(hist) if hist else None

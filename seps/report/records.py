@@ -84,6 +84,8 @@ RECORD_COLUMNS = (
     "metrics",
     "train_dense_source",
     "eval_dense_source",
+    # Per learned part: relative change and gradient share (seps.train.movement).
+    "movement",
 )
 
 #: The dense-caption protocols (``dense_source``) as every report labels them.

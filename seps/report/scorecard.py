@@ -30,6 +30,7 @@ from .blind import BLIND
 from .chance import is_at_chance
 from .claims import DIRECTIONS, Claim, load_claim_file
 from .compare import Comparison, Family, compare, family_of
+from .frozen import frozen_reason
 from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
 from .records import current_records, eval_dense_of, load_results, machines_line, runs_of
@@ -64,7 +65,9 @@ class Row:
     seeds); optimum rows: ``cells`` (the claimed cell first when it has records).
     ``missing``: the runs without a completed record; ``observed``: the records'
     evaluation protocols when they are not the claimed ones; ``at_chance``: which seeds
-    of an effect row's two sides are at chance level (:mod:`seps.report.chance`), if any."""
+    of an effect row's two sides are at chance level (:mod:`seps.report.chance`), if any;
+    ``frozen``: why the learned part the switch acts through did not train
+    (:mod:`seps.report.frozen`), which makes the row not testable."""
 
     claim: Claim
     matrix: Matrix
@@ -78,6 +81,7 @@ class Row:
     missing: tuple[str, ...] = ()
     observed: str | None = None
     at_chance: str | None = None
+    frozen: str | None = None
 
 
 def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
@@ -133,7 +137,20 @@ def _effect_row(
     mean = sum(paired) / len(paired) if paired else math.nan
     c, seen = compare(var, ref), _observed(protocol, var, ref)
     chance = _at_chance_text({variant: var, base: ref})
-    return Row(claim, m, protocol, profile, base, variant, c, mean, observed=seen, at_chance=chance)
+    frozen = frozen_reason([ref, var])
+    return Row(
+        claim,
+        m,
+        protocol,
+        profile,
+        base,
+        variant,
+        c,
+        mean,
+        observed=seen,
+        at_chance=chance,
+        frozen=frozen,
+    )
 
 
 def _at_chance_text(sides: Mapping[str, Mapping[int, Any]]) -> str | None:
@@ -151,17 +168,26 @@ def _optimum_row(
 ) -> Row:
     pair = claim.pairs[0]
     ref = _by_seed(frame, profile, pair.baseline)
-    cells, missing = [], []
+    cells, missing, sides = [], [], []
     for run in (pair.baseline, *pair.variants):
         side = _by_seed(frame, profile, run)
         if not side:
             missing.append(run)
             continue
+        sides.append(side)
         mean, half, n = mean_ci([float(r["rsum"]) for _, r in sorted(side.items())])
         c = compare(side, ref) if ref and run != pair.baseline else None
         cells.append(Cell(run, mean, half, n, c))
+    frozen = frozen_reason(sides) if ref else None  # the claimed cell is sides[0]
     return Row(
-        claim, m, protocol, profile, pair.baseline, cells=tuple(cells), missing=tuple(missing)
+        claim,
+        m,
+        protocol,
+        profile,
+        pair.baseline,
+        cells=tuple(cells),
+        missing=tuple(missing),
+        frozen=frozen,
     )
 
 
@@ -196,8 +222,11 @@ def family_of_rows(rows: Iterable[Row]) -> Family:
     """The scorecard's one Holm family: the paired test of every effect row and of every
     grid cell against its claimed best cell (each pair of record sets once; identical
     runs and single seeds are not tests)."""
-    tests = [r.comparison for r in rows if r.comparison is not None]
-    tests += [c.comparison for r in rows for c in r.cells if c.comparison is not None]
+    # A row whose learned part did not train is not a test (like a text-blind side).
+    tests = [r.comparison for r in rows if r.comparison is not None and not r.frozen]
+    tests += [
+        c.comparison for r in rows if not r.frozen for c in r.cells if c.comparison is not None
+    ]
     return family_of(tests)
 
 
@@ -206,9 +235,14 @@ def verdict_of(row: Row, family: Family) -> str:
     if not row.claim.testable:
         return UNTESTABLE
     if row.claim.kind == "optimum":
-        return optimum_verdict(row.baseline, row.cells, family).verdict
-    c = row.comparison
-    return effect_verdict(str(row.claim.direction), c, family.p(c) if c else math.nan)
+        verdict = optimum_verdict(row.baseline, row.cells, family).verdict
+    else:
+        c = row.comparison
+        verdict = effect_verdict(str(row.claim.direction), c, family.p(c) if c else math.nan)
+    # Records, identical bits and text-blind sides say more than a frozen part.
+    if row.frozen and verdict not in (NO_RECORDS, IDENTICAL, UNTESTABLE):
+        return UNTESTABLE
+    return verdict
 
 
 # ------------------------------------------------------------------- markdown
@@ -270,8 +304,8 @@ def optimum_text(row: Row, family: Family, missing: str) -> str:
     text += f" ({of}, per-cell 95% CI)"
     shown = judged.shown
     c = shown.comparison if shown is not None else None
-    if shown is None or c is None or not c.testable:
-        return text
+    if shown is None or c is None or not c.testable or is_missing(family.p(c)):
+        return text  # not a test of the family: a frozen part (seps.report.frozen)
     p = family.p(c)
     text += f"; {code(shown.run)} − claimed {fmt(c.mean, 1, sign=True)} "
     text += f"{_ci(*holm_interval(c, p))} (n={c.n}, p Holm {p_value_text(p)}); "
@@ -296,6 +330,8 @@ def effect_text(row: Row, family: Family, impacts: Mapping[str, str]) -> str:
         return f"{DASH} (`{row.variant if c.blind_side == 'variant' else row.baseline}` is {BLIND})"
     if not c.testable:
         return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, no CI)"
+    if row.frozen:
+        return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, not a test)"
     p = family.p(c)
     text = f"{fmt(c.mean, 1, sign=True)} {_ci(*holm_interval(c, p))} (n={c.n}, p Holm "
     text += f"{p_value_text(p)})"
@@ -309,7 +345,7 @@ def verdict_text(row: Row, family: Family) -> str:
     verdict = verdict_of(row, family)
     if verdict == UNTESTABLE:
         why = row.comparison.blind if row.comparison is not None else None
-        return f"{UNTESTABLE}: {why or row.claim.why}"
+        return f"{UNTESTABLE}: {why or row.frozen or row.claim.why}"
     if verdict == IDENTICAL:
         reasons = [row.comparison.reason] if row.comparison is not None else []
         reasons += [c.reason for c in row.cells]
@@ -412,6 +448,23 @@ def preamble(used: pd.DataFrame, family: Family) -> list[str]:
     ]
 
 
+def frozen_note(rows: Sequence[Row]) -> list[str]:
+    """What the automatic verdict means, when some row has it (a scorecard without one
+    keeps its bytes)."""
+    if not any(r.frozen for r in rows):
+        return []
+    return [
+        "**Parts that did not train.** `not testable here: the module did not train`: "
+        "the pair differs only in switches that act through a learned part (the score "
+        "predictor, the aggregation networks, the relevance MLP, the keep bias; "
+        "`seps/report/frozen.py`), and in every record of both sides that part's "
+        "parameters moved less than 1% of their initial norm (the records' `movement`). "
+        "The runs then compare an untrained part with its absence, not the claim: the "
+        "row is not a test and is left out of the correction family.",
+        "",
+    ]
+
+
 def leakage_lines(rows: Sequence[Row], family: Family) -> list[str]:
     """The leakage section: per preset, one trained model's rSum under the official
     pairing and under the fair one, and the gap with its widened interval."""
@@ -487,6 +540,7 @@ def render_scorecard(
     return "\n".join(
         [
             *preamble(used, family),
+            *frozen_note(rows),
             "## Claims",
             "",
             f"{len(seen)} claims in {len(rows)} rows: {summary}.",

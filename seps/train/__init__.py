@@ -9,6 +9,7 @@ One concept per module, imported one way only (top to bottom)::
     data             dataset folder, tokenizer, image and caption tensors of a split
     distributed      torchrun set-up (Dist, init_distributed) and the DDP TrainStep
     checkpoints      writing and reading run checkpoints and their tokenizer
+    movement         how far each learned part moved, its gradient share (MovementMeter)
     run_environment  seeding, environment() record, peak memory
 
 This package re-exports the public API, so ``from seps.train import train`` etc. work.

@@ -80,6 +80,7 @@ from .data import (
 from .distributed import TrainStep, barrier, data_parallel, init_distributed
 from .evaluation import NonFiniteSimilaritiesError, evaluate_model
 from .features import cached_features
+from .movement import MovementMeter
 from .pretrain import load_projections, pretrained_parts
 from .run_environment import (
     environment,
@@ -298,6 +299,8 @@ def _train(
     state = RunState()
     ckpt_path = run_checkpoint_path(out)
     partial: dict[str, Any] | None = None  # the epoch a SIGTERM stopped, to go on with
+    # Reads weights and gradients only: the run's bits are the same without it.
+    meter = MovementMeter(model, out, resume and ckpt_path.exists(), save=dist.main)
     if resume and ckpt_path.exists():
         ckpt = load_run_checkpoint(ckpt_path)
         check_same_tokenizer(ckpt, tokenizer, ckpt_path)
@@ -454,6 +457,7 @@ def _train(
                 scaler.scale(loss.total).backward()
                 scaler.unscale_(optimizer)  # no-op unless fp16: norms and clipping see true grads
                 selector_gn = grad_norm(selector_params)
+                shares = meter.step()  # before clipping rescales the gradients
                 gn = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                 # A finite loss can still have an overflowing gradient; stepping on it
                 # would write NaN into every weight.
@@ -473,6 +477,7 @@ def _train(
             scaler.step(optimizer)
             scaler.update()
             steps += 1
+            meter.count(shares)
             kr = {b: float(r.detach()) for b, r in keep_ratios(masks).items()}
             step_log.append(
                 {
@@ -509,6 +514,7 @@ def _train(
             "seconds": seconds,
             "train_pairs_per_second": steps * cfg.batch_size / max(seconds, 1e-9),
             "steps_log": step_log,
+            **meter.epoch_fields(),
         }
         if val_split is not None:
             # Under the training protocol: runs that share this training (differing in
@@ -541,7 +547,7 @@ def _train(
     check_stop(f"{ckpt_path} after its last epoch ({state.epoch})")
     if not cfg.keep_optimizer and ckpt_path.exists():  # complete: resuming needs no optimizer
         drop_training_state(ckpt_path)
-    return finish(cfg, model, tokenizer, data_dir, device, state, spec)
+    return finish(cfg, model, tokenizer, data_dir, device, state, spec, meter)
 
 
 def finish(
@@ -552,8 +558,10 @@ def finish(
     device: torch.device,
     state: RunState,
     spec: ModelSpec,
+    meter: MovementMeter | None = None,
 ) -> dict[str, Any]:
-    """Evaluate on ``eval_split`` and write ``result.json``."""
+    """Evaluate on ``eval_split`` and write ``result.json`` (with ``movement`` when
+    ``meter`` measured the run: :mod:`seps.train.movement`)."""
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise DivergedError("the trained weights are not finite", state, 0)
     eval_split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
@@ -585,6 +593,7 @@ def finish(
         "eval_images": eval_split.data.n_images,
         "text_only_rsum": text_only,
         "history": state.history,
+        "movement": meter.result(state.history) if meter is not None else None,
         "nonfinite_steps": state.nonfinite_steps,
         "train_seconds": state.train_seconds,
         "eval_seconds": eval_seconds,
