@@ -13,6 +13,7 @@ import seps.train.loop as loop
 from seps import get_config
 from seps.model import ModelSpec, build_model
 from seps.train import TrainConfig, load_run_checkpoint, train
+from seps.train.checkpoints import run_checkpoint_path
 from seps.train.movement import GROUPS, INIT_FILE, grad_shares, module_groups, movement
 
 PAPER = get_config("paper", embed_size=32)
@@ -126,8 +127,8 @@ def test_paper_run_records_movement_of_every_learned_part_without_changing_the_r
     assert [{k: v for k, v in h.items() if k not in drop} for h in plain["history"]] == [
         {k: v for k, v in h.items() if k not in drop} for h in measured["history"]
     ]
-    a = load_run_checkpoint(tmp_path / "plain" / "checkpoint_last.pt")["model"]
-    b = load_run_checkpoint(tmp_path / "measured" / "checkpoint_last.pt")["model"]
+    a = load_run_checkpoint(run_checkpoint_path(tmp_path / "plain"))["model"]
+    b = load_run_checkpoint(run_checkpoint_path(tmp_path / "measured"))["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -365,6 +365,7 @@ def _train(
         if part:
             sums, ratio_sums = part["sums"], part["ratio_sums"]
             step_log, steps = part["step_log"], part["steps"]
+            meter.restore_partial(part.get("movement"))
         bar = tqdm(
             range(start, n_batches), desc=f"epoch {epoch}", disable=not cfg.progress, leave=False
         )
@@ -398,6 +399,7 @@ def _train(
                             "steps": steps,
                             "rng": rng_states(device),
                             "text_rng": None if text_rng is None else text_rng.getstate(),
+                            "movement": meter.partial_state(),
                         }
                     )
                 if (i > start and dist.world == 1) or part:  # the checkpoint is at step i

@@ -229,6 +229,17 @@ class MovementMeter:
             self._sums[k] = self._sums.get(k, 0.0) + v
         self._steps += 1
 
+    def partial_state(self) -> dict[str, Any]:
+        """The epoch's sums so far, kept in a mid-epoch (SIGTERM) checkpoint so that the
+        resumed epoch's ``grad_share`` equals an uninterrupted one's."""
+        return {"sums": dict(self._sums), "steps": self._steps}
+
+    def restore_partial(self, state: Mapping[str, Any] | None) -> None:
+        """Go on with the sums of :meth:`partial_state` (``None``: a checkpoint without
+        them, from before they were kept: the epoch counts only the resumed steps)."""
+        if state is not None:
+            self._sums, self._steps = dict(state["sums"]), int(state["steps"])
+
     def epoch_fields(self) -> dict[str, Any]:
         """``grad_share`` (mean per group over the epoch's counted steps) and
         ``grad_share_steps`` for the epoch's history record; resets the sums."""
