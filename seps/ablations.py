@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,8 @@ from typing import Any
 
 import yaml
 
+# Re-exported: they were defined here before --help needed them without torch.
+from .ablation_index import default_root, list_matrices, profile_summaries  # noqa: F401
 from .config import PRESETS, SEPSConfig, get_config
 from .data_fingerprint import data_fingerprint, resolved_path
 from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
@@ -58,17 +59,6 @@ REPORT_SECTIONS = ("differences", "loss-study", "protocols")
 
 class AblationError(ValueError):
     """A malformed ablation file; the message names the file, run and field."""
-
-
-def default_root() -> Path:
-    """``$SEPS_ABLATIONS``, else ``./ablations`` when present, else the repository's."""
-    env = os.environ.get("SEPS_ABLATIONS")
-    if env:
-        return Path(env)
-    local = Path.cwd() / "ablations"
-    if (local / "differences.yaml").exists():
-        return local
-    return Path(__file__).resolve().parents[1] / "ablations"
 
 
 def _read_yaml(path: Path) -> Any:
@@ -220,28 +210,6 @@ class Matrix:
         ):
             return run.preset
         return self.baseline
-
-
-def list_matrices(root: Path | None = None) -> list[str]:
-    return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))
-
-
-def profile_summaries(root: Path | None = None) -> dict[str, str]:
-    """Profile name -> its one-line ``summary`` from profiles.yaml, in file order.
-
-    For ``--help`` texts, which would otherwise repeat (and go stale beside) profiles.yaml.
-    An unreadable file gives an empty dict: a help text must not fail.
-    """
-    try:
-        doc = _read_yaml((root or default_root()) / "profiles.yaml")
-    except AblationError:
-        return {}
-    if not isinstance(doc, Mapping):
-        return {}
-    out = {}
-    for name, entry in doc.items():
-        out[str(name)] = str(entry.get("summary", "")) if isinstance(entry, Mapping) else ""
-    return out
 
 
 def _fmt_id(template: str, values: Mapping[str, Any]) -> str:
