@@ -65,6 +65,11 @@ COMMANDS: dict[str, Command] = {
     "run": Command(
         "seps.cli.run", "run a named ablation matrix into the result store, then write its report"
     ),
+    "campaign": Command(
+        "seps.cli.campaign",
+        "run a campaign (an ordered list of matrix steps kept as data, e.g. 'standard') through "
+        "seps-bench run; resumes where it stopped",
+    ),
     "ratio-scale": Command(
         "seps.cli.ratio_scale",
         "measure each ratio criterion's initial gradient on the score predictor and print the "
