@@ -105,3 +105,28 @@ def test_every_subcommand_documents_debug(capsys):
             main(argv)
         out = capsys.readouterr().out
         assert "--debug" in out and "--quiet" in out, name
+
+
+def test_train_pretrain_names_the_recipe_the_run_starts_from(capsys):
+    from seps.cli import build_parser
+    from seps.cli.train import train_config_from_args
+
+    args = build_parser(["train"]).parse_args(["train", "--pretrain", "synth-48"])
+    cfg = train_config_from_args(args)
+    assert cfg.pretrain == "synth-48" and cfg.tokenizer is None  # the recipe's tokenizer
+    # Checked before the recipe is built (hours): one line naming the option to change.
+    assert main(["train", "--pretrain", "synth-48", "--image-size", "40"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--image-size: 40 does not match pretraining recipe 'synth-48'; "
+                        "pass --image-size 48")  # fmt: skip
+    assert main(["train", "--pretrain", "nope"]) == 2
+    assert "--pretrain: unknown recipe 'nope'; known: synth-48" in capsys.readouterr().err
+
+
+def test_train_set_train_field_wins_over_its_option():
+    from seps.cli import build_parser
+    from seps.cli.train import train_config_from_args
+
+    argv = ["train", "--epochs", "5", "--set", "train.epochs=2", "--set", "head.embed_size=32"]
+    cfg = train_config_from_args(build_parser(["train"]).parse_args(argv))
+    assert cfg.epochs == 2

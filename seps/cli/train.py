@@ -97,6 +97,43 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**values)
 
 
+def check_pretrain_fits(cfg: TrainConfig) -> None:
+    """``--pretrain RECIPE``: the options the recipe fixes must match it, checked here,
+    before :func:`seps.prebuild.prebuild_pretraining` spends hours building the recipe
+    (the training checks the same fields, too late for that, in
+    :func:`seps.train.pretrain.pretrained_parts`; ``seps/train`` is code-versioned, so
+    the check is not moved out of it). Raises a ``ValueError`` naming the option."""
+    if cfg.pretrain is None:
+        return
+    from ..train.pretrain import recipe
+
+    try:
+        r = recipe(cfg.pretrain)
+    except ValueError:
+        from ..train.pretrain import RECIPES
+
+        raise ValueError(
+            f"--pretrain: unknown recipe {cfg.pretrain!r}; known: {', '.join(sorted(RECIPES))}"
+        ) from None
+    for field, want in (
+        ("backbone", r.backbone),
+        ("text_backbone", r.text_backbone),
+        ("image_size", r.image_size),
+    ):
+        if getattr(cfg, field) != want:
+            flag = "--" + field.replace("_", "-")
+            raise ValueError(
+                f"{flag}: {getattr(cfg, field)!r} does not match pretraining recipe "
+                f"{cfg.pretrain!r}; pass {flag} {want}"
+            )
+    for field in ("pretrained", "tokenizer"):
+        if getattr(cfg, field) is not None:
+            raise ValueError(
+                f"--{field}: must be left out with --pretrain (the recipe provides the "
+                "weights and the tokenizer)"
+            )
+
+
 def summary(result: dict[str, Any]) -> str:
     """One line of a run's or an evaluation's result: rSum, the recalls, the protocol."""
     from ..report.records import RECALLS
@@ -118,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     check_in_force()
     seps_cfg = get_config(args.preset, **head_and_train_sets(args.set)[0])
     cfg = train_config_from_args(args)
+    check_pretrain_fits(cfg)
     prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.prebuild
     try:
         result = train(cfg, seps_cfg, resume=args.resume)
