@@ -117,8 +117,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.quiet:
         args.no_progress = True  # --quiet implies the per-command --no-progress
-        if hasattr(args, "progress"):
-            args.progress = False
     if getattr(args, "no_progress", False):
         quiet_hub_progress()
     try:
