@@ -97,3 +97,25 @@ def test_every_listed_command_has_a_module_with_its_two_functions(name):
 
     add_arguments, run = load(name)
     assert callable(add_arguments) and callable(run)
+
+
+def test_records_say_which_float_path_ran_whether_or_not_the_library_user_pinned():
+    """A program that imports seps and never pins runs natively, and the CPU stamp of
+    its records says so; after seps.float_path.pin() it says portable."""
+    names = [ENV_VAR, *FLOAT_PATHS["portable"]]
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    code = (
+        "import json, sys\n"
+        "import seps.float_path\n"
+        "if sys.argv[1:] == ['pin']:\n"
+        "    seps.float_path.pin()\n"
+        "from seps.provenance import cpu_identity, float_path_key\n"
+        "print(json.dumps([cpu_identity()['overrides'], float_path_key(cpu_identity())[0]]))"
+    )
+    run = [sys.executable, "-c", code]
+    native = json.loads(subprocess.run(run, env=clean, capture_output=True, text=True).stdout)
+    pinned = json.loads(
+        subprocess.run([*run, "pin"], env=clean, capture_output=True, text=True).stdout
+    )
+    assert native == [{}, "native"]
+    assert pinned == [{ENV_VAR: "portable", **FLOAT_PATHS["portable"]}, "pinned"]
