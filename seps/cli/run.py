@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ablation_index import default_root, list_matrices, profile_summaries
+from ..version import code_version  # light (no torch); tests replace it here
 from .options import seed_list
 
 
@@ -125,7 +126,6 @@ def run(args: argparse.Namespace) -> int:
     from ..run_plan import dry_run_text
     from ..runner import check_data_dirs, plan, run_matrix
     from ..store import check_writable
-    from ..version import code_version
 
     root = Path(args.ablations) if args.ablations else default_root()
     check_device(args.device)
