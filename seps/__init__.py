@@ -5,20 +5,33 @@ Entry points:
 - :func:`seps.config.get_config` / :data:`seps.config.PRESETS`: the switches;
 - :class:`seps.head.SEPSHead`: the batched cross-modal head;
 - :mod:`seps.losses`: triplet and ratio losses;
-- :func:`seps.official.load_crossnet`: official weights.
+- :func:`seps.official.load_crossnet`: official weights;
+- :func:`seps.float_path.pin`: pin the CPU float path (call it before importing torch) to
+  compute what the command line computes.
+
+Importing ``seps`` imports nothing heavy and changes nothing (not even ``os.environ``):
+the names below load their modules, and torch with them, on first use (PEP 562), so that
+``seps-bench --help`` answers without loading torch, and the command line can pin the
+float path before torch loads (:mod:`seps.float_path`).
 """
 
-from .float_path import apply_requested
+from __future__ import annotations
 
-# Before anything imports torch: SEPS_FLOAT_PATH pins the CPU kernels (seps.float_path),
-# which the libraries read once, when they first compute.
-apply_requested()
-
-from .config import PRESETS, SEPSConfig, get_config  # noqa: E402
-from .head import SEPSHead  # noqa: E402
-from .losses import SEPSLoss, ratio_loss, triplet_loss  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it, imported on first access.
+_LAZY = {
+    "PRESETS": "seps.config",
+    "SEPSConfig": "seps.config",
+    "get_config": "seps.config",
+    "SEPSHead": "seps.head",
+    "SEPSLoss": "seps.losses",
+    "ratio_loss": "seps.losses",
+    "triplet_loss": "seps.losses",
+}
 
 __all__ = [
     "PRESETS",
@@ -30,3 +43,21 @@ __all__ = [
     "ratio_loss",
     "triplet_loss",
 ]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below loads them
+    from .config import PRESETS, SEPSConfig, get_config
+    from .head import SEPSHead
+    from .losses import SEPSLoss, ratio_loss, triplet_loss
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'seps' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

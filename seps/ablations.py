@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,13 @@ from typing import Any
 
 import yaml
 
+# Re-exported: they were defined here before --help needed them without torch.
+from .ablation_index import (  # noqa: F401
+    default_root,
+    list_matrices,
+    packaged_root,
+    profile_summaries,
+)
 from .config import PRESETS, SEPSConfig, get_config
 from .data_fingerprint import data_fingerprint, resolved_path
 from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
@@ -59,25 +65,6 @@ REPORT_SECTIONS = ("differences", "loss-study", "protocols")
 
 class AblationError(ValueError):
     """A malformed ablation file; the message names the file, run and field."""
-
-
-def packaged_root() -> Path:
-    """The definitions shipped inside the package (``seps/definitions/``, package data of
-    the wheel), found with :mod:`importlib.resources` so an installed wheel needs no
-    checkout."""
-    return Path(str(resources.files("seps") / "definitions"))
-
-
-def default_root() -> Path:
-    """``$SEPS_ABLATIONS``, else ``./ablations`` when present, else the package's own
-    definitions (:func:`packaged_root`)."""
-    env = os.environ.get("SEPS_ABLATIONS")
-    if env:
-        return Path(env)
-    local = Path.cwd() / "ablations"
-    if (local / "differences.yaml").exists():
-        return local
-    return packaged_root()
 
 
 def _read_yaml(path: Path) -> Any:
@@ -229,28 +216,6 @@ class Matrix:
         ):
             return run.preset
         return self.baseline
-
-
-def list_matrices(root: Path | None = None) -> list[str]:
-    return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))
-
-
-def profile_summaries(root: Path | None = None) -> dict[str, str]:
-    """Profile name -> its one-line ``summary`` from profiles.yaml, in file order.
-
-    For ``--help`` texts, which would otherwise repeat (and go stale beside) profiles.yaml.
-    An unreadable file gives an empty dict: a help text must not fail.
-    """
-    try:
-        doc = _read_yaml((root or default_root()) / "profiles.yaml")
-    except AblationError:
-        return {}
-    if not isinstance(doc, Mapping):
-        return {}
-    out = {}
-    for name, entry in doc.items():
-        out[str(name)] = str(entry.get("summary", "")) if isinstance(entry, Mapping) else ""
-    return out
 
 
 def _fmt_id(template: str, values: Mapping[str, Any]) -> str:

@@ -32,14 +32,25 @@ niced tests beside part of the pinned one: not a benchmark); and 1.22x for a who
 242.5 s, medians of 2 alternating pairs, 1.19-1.25).
 
 ``SEPS_FLOAT_PATH=portable`` in the environment asks for all four: :func:`apply_requested`
-sets those not already set, and ``seps/__init__.py`` calls it before anything imports
-torch, so the command line (``seps-bench``, ``python -m seps``) always gets it.
+sets those not already set. The command line (``seps-bench``, ``python -m seps``) calls it
+first thing, before anything imports torch (:func:`seps.cli.main`), so it always gets
+it; ``import seps`` changes nothing, ``os.environ`` included. A program that uses the
+library and wants the command line's numbers calls :func:`pin` before it imports torch
+(or anything that does: ``seps.head``, ``seps.train``, ...)::
+
+    import seps.float_path
+    seps.float_path.pin()  # before torch loads
+    import torch, seps
+
 ``SEPS_FLOAT_PATH=native`` leaves every library to its own choice. Unset, the path is
 :func:`default_path`'s, which :func:`apply_requested` writes into the environment (so
-worker processes inherit the same decision): ``portable`` on x86-64 when ``seps`` is
-imported before torch (always so on the command line), ``native`` elsewhere (another
-architecture has no AVX2 to pin; a host program that imported torch first can no longer
-pin torch's kernels, and its records say ``native``, which is what they are).
+worker processes inherit the same decision): ``portable`` on x86-64 when it runs before
+torch is imported (always so on the command line), ``native`` elsewhere (another
+architecture has no AVX2 to pin; a program that imported torch first can no longer pin
+torch's kernels, and its records say ``native``, which is what they are). A program
+that never calls it runs natively unless its environment asks otherwise, and its
+records say so too: :mod:`seps.provenance` stamps the variables in force, whoever set
+them (``environment.cpu.overrides``).
 :func:`check_in_force` is the runner's guard: it refuses a run whose pin did not take
 effect (torch imported earlier by a host program, a variable set to something else, a
 CPU without AVX2), since the record would claim a float path it did not have.
@@ -69,6 +80,7 @@ __all__ = [
     "apply_requested",
     "check_in_force",
     "default_path",
+    "pin",
     "requested",
 ]
 
@@ -93,8 +105,8 @@ _TORCH_CAPABILITY = {"portable": "AVX2"}
 
 
 def requested(environ: Mapping[str, str] | None = None) -> str:
-    """The float path ``SEPS_FLOAT_PATH`` asks for (``native`` when unset or empty: a
-    process that imported ``seps`` has it set, by :func:`apply_requested`).
+    """The float path ``SEPS_FLOAT_PATH`` asks for (``native`` when unset or empty: the
+    command line, and :func:`pin`, set it by :func:`apply_requested`).
 
     Raises:
         ValueError: an unknown name, with the allowed ones.
@@ -139,6 +151,21 @@ def apply_requested(environ: MutableMapping[str, str] | None = None) -> None:
         env.setdefault(key, value)
 
 
+def pin() -> str:
+    """Pin the float path the command line would (:func:`apply_requested` on
+    ``os.environ``) and check that it took effect; call it before torch is imported.
+
+    Returns:
+        the path in force, ``portable`` or ``native``.
+
+    Raises:
+        ValueError: as :func:`check_in_force` (e.g. ``SEPS_FLOAT_PATH=portable`` asked
+            for after torch was imported).
+    """
+    apply_requested()
+    return check_in_force()
+
+
 def check_in_force(environ: Mapping[str, str] | None = None) -> str:
     """The float path in force, after checking that the requested one took effect.
 
@@ -165,8 +192,9 @@ def check_in_force(environ: Mapping[str, str] | None = None) -> str:
         if have != want:
             raise ValueError(
                 f"{ENV_VAR}={name}: torch runs its {have} kernels, expected {want} (set "
-                f"{ENV_VAR} before Python imports torch, e.g. on the command line, or import "
-                f"seps before torch; a CPU without AVX2 cannot take this path: set "
+                f"{ENV_VAR} before Python imports torch, e.g. on the command line, or call "
+                f"seps.float_path.pin() before importing torch; a CPU without AVX2 cannot take "
+                f"this path: set "
                 f"{ENV_VAR}=native)"
             )
     return name

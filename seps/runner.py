@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import os
 import re
 import time
 import traceback
@@ -42,7 +43,7 @@ from .ablations import (
     config_key,
     resolve,
 )
-from .float_path import check_in_force
+from .float_path import ENV_VAR, FLOAT_PATHS, check_in_force
 from .interrupts import check_stop, stop_on_sigterm
 from .machine_load import LOAD_FIELD, LoadWatch
 from .prebuild import prebuild_pretraining
@@ -536,8 +537,16 @@ def _run_ray(
 
     started_here = not ray.is_initialized()
     if started_here:
+        # The workers take this process's float path: on a cluster they do not inherit its
+        # environment, and importing seps no longer pins (seps.float_path).
+        names = {ENV_VAR, *(k for env in FLOAT_PATHS.values() for k in env)}
+        pinned = {k: os.environ[k] for k in sorted(names) if k in os.environ}
         ray.init(
-            address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False
+            address=address,
+            include_dashboard=False,
+            ignore_reinit_error=True,
+            log_to_driver=False,
+            runtime_env={"env_vars": pinned},
         )
     try:
         gpus = 1 if torch.cuda.is_available() else 0

@@ -7,6 +7,11 @@ list it returns), for tests that must prove nothing is downloaded.
 Every test: ``HF_HUB_DISABLE_PROGRESS_BARS`` restored afterwards (``--no-progress`` sets
 it for worker processes; a test calling ``main`` must not change the next test's setting).
 
+Before anything imports torch: the session pins the CPU float path as the command line
+does (``seps.float_path.apply_requested``), so that in-process runs compute what
+``seps-bench`` computes and the tests' bit-for-bit comparisons hold; ``import seps``
+itself no longer does it.
+
 Markers: ``slow`` marks the end-to-end tests (subprocess matrices, kill-and-resume,
 DDP, Ray, the smoke matrix); ``pytest -m "not slow"`` deselects them.
 """
@@ -16,9 +21,13 @@ from __future__ import annotations
 import os
 import socket
 
-import pytest
+from seps.float_path import apply_requested
 
-from seps.data.synth import generate_synthetic
+apply_requested()  # before the imports below load torch
+
+import pytest  # noqa: E402
+
+from seps.data.synth import generate_synthetic  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -106,7 +106,7 @@ def test_cli_help_explains_options(capsys) -> None:
         main(["bench", "--help"])
     out = capsys.readouterr().out
     for opt in ("--report", "--quick", "--device", "--impls", "--eval-shard", "--threads",
-                "--repeats", "--out"):  # fmt: skip
+                "--repeats", "--reports"):  # fmt: skip
         assert opt in out
 
 

@@ -81,11 +81,14 @@ def test_a_pin_that_torch_did_not_take_is_refused(monkeypatch):
     torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"),
     reason="needs an x86-64 CPU with AVX2",
 )
-def test_importing_seps_first_pins_torch_mkl_onednn_and_numpy():
-    """In a fresh process, as on the command line: seps sets the variables before
-    torch reads them, so torch runs its AVX2 kernels even on an AVX-512 CPU."""
+def test_pin_before_torch_pins_torch_mkl_onednn_and_numpy():
+    """In a fresh process, as the command line does first thing (seps.cli.main): pin()
+    sets the variables before torch reads them, so torch runs its AVX2 kernels even on
+    an AVX-512 CPU."""
     code = (
-        "import json, os, sys, seps, torch\n"
+        "import json, os, sys, seps.float_path\n"
+        "assert seps.float_path.pin() == 'portable'\n"
+        "import torch\n"
         "from seps.float_path import check_in_force\n"
         "names = sys.argv[1:]\n"
         "print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(),"

@@ -366,7 +366,7 @@ def test_cli_flags_set_the_recipe(synth, tmp_path):
     out = tmp_path / "cli"
     args = ["train", "--data-path", str(synth), "--image-size", "32", "--epochs", "1",
             "--batch-size", "8", "--max-steps-per-epoch", "1", "--val-images", "0",
-            "--set", "embed_size=32", "--out", str(out), "--no-progress",
+            "--set", "head.embed_size=32", "--out", str(out), "--no-progress",
             "--max-words", "0", "--max-dense-words", "0", "--eval-max-words", "90",
             "--image-augment", "--augment-whole-word", "--workers", "2",
             "--keep-optimizer"]  # fmt: skip

@@ -147,7 +147,7 @@ def test_cli_train_then_eval_each_dense_source(synth, tmp_path, capsys):
         "--val-images",
         "0",
         "--set",
-        "embed_size=32",
+        "head.embed_size=32",
         "--out",
         str(out),
         "--no-progress",
@@ -407,7 +407,7 @@ def test_truncated_image_names_its_file_and_can_be_skipped(synth, tmp_path, caps
     bad = _truncate_one_image(data)
     base = ["train", "--data-path", str(data), "--image-size", "32", "--epochs", "1",
             "--batch-size", "8", "--max-steps-per-epoch", "2", "--val-images", "0",
-            "--no-progress", "--set", "embed_size=32"]  # fmt: skip
+            "--no-progress", "--set", "head.embed_size=32"]  # fmt: skip
     assert main([*base, "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "truncated" in err and "--skip-bad-images" in err

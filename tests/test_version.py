@@ -304,6 +304,7 @@ def test_every_hashed_data_file_ships_in_the_wheel():
 RUNNER_ONLY = {
     "seps.runner": "plans, orders and stores runs",
     "seps.ablations": "resolves matrices into configs; their content is in each run key",
+    "seps.ablation_index": "where ablations/ is, matrix names and profile summaries for --help",
     "seps.data_fingerprint": "run keys of official-layout data",
     "seps.prebuild": "builds the pretraining (hashed) before a run",
     "seps.provenance": "stamps the CPU and pretrained weights on a record: facts",

@@ -1,12 +1,14 @@
 """The ``seps-bench`` command line: all argument parsing lives in this package.
 
-One module per subcommand (``presets``, ``data``, ``train`` + ``eval``, ``run``,
-``campaign``, ``ratio-scale``, ``report``, ``bench``), each parsing its options and
-dispatching to the library modules (:mod:`seps.train`, :mod:`seps.runner`,
-:mod:`seps.report`, :mod:`seps.bench`, :mod:`seps.ratio_scale`, :mod:`seps.campaign`),
-which never import this package.
-:mod:`.options` builds ``train``'s flags from the fields of
+One module per subcommand, listed by name in :data:`.registry.COMMANDS` and imported only
+when its command runs or its ``--help`` is asked for (so ``seps-bench --help`` does not
+load torch). Each parses its options and dispatches to the library modules
+(:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`, :mod:`seps.bench`, ...), which
+never import this package. :mod:`.options` builds ``train``'s flags from the fields of
 :class:`seps.train_config.TrainConfig`, so no default is written twice.
+
+:func:`main` pins the CPU float path (:func:`seps.float_path.apply_requested`) before
+anything imports torch: this package imports nothing that loads it.
 """
 
 from __future__ import annotations
@@ -14,29 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from ..float_path import ENV_VAR
+from ..float_path import ENV_VAR, apply_requested
 from ..interrupts import StopRequested, interrupted_line
-from . import (  # noqa: F401  (each registers its command)
-    bench,
-    campaign,
-    data,
-    export,
-    presets,
-    pretrain,
-    ratio_scale,
-    report,
-    run,
-    same_bits,
-    scorecard,
-    text_only,
-    train,
-)
-from .presets import presets_table
-from .registry import COMMANDS, command
+from .registry import COMMANDS, Command, load
 
-__all__ = ["COMMANDS", "build_parser", "command", "error_line", "main", "presets_table"]
+__all__ = ["COMMANDS", "Command", "build_parser", "error_line", "main"]
 
 
 #: Commands whose numbers depend on the CPU's float path (their ``--help`` says how to pin it).
@@ -52,42 +38,92 @@ FLOAT_PATH_HELP = (
     "(environment.cpu). See README, 'Across machines'."
 )
 
+#: Options of every command, given before or after the command's name.
+GLOBAL_OPTIONS = {
+    "--debug": "on an error, print the full Python traceback instead of the one-line message",
+    "--quiet": "no progress bars (ours and Hugging Face's) and no per-epoch log lines; "
+    "results, warnings and errors are still printed",
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _add_global_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    # Below the top level the default is SUPPRESS: a subparser's defaults would otherwise
+    # overwrite what was given before the command's name (`seps-bench --debug run ...`).
+    for flag, help_ in GLOBAL_OPTIONS.items():
+        default = False if top else argparse.SUPPRESS
+        parser.add_argument(flag, action="store_true", default=default, help=help_)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser`` (e.g. ``data synth``), recursively."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases repeat a parser
+                out += [child, *_subparsers(child)]
+    return out
+
+
+def build_parser(load_commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser. Every command is listed; only those of ``load_commands`` (default: all)
+    have their module imported and their options built: enough to parse a command line
+    that names one command, or to print the top-level help with none."""
+    loaded = set(COMMANDS) if load_commands is None else set(load_commands)
     parser = argparse.ArgumentParser(
         prog="seps-bench",
         description=(
             "Ablation and reproduction suite for SEPS (Semantic-Enhanced Patch Slimming). "
             "Every difference between the paper and the open-source code is a config switch; "
-            "see `seps-bench presets`."
+            "see `seps-bench presets`. Global options go before or after the command; "
+            "`seps-bench COMMAND --help` shows a command's options."
         ),
     )
+    _add_global_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_, add_args, runner) in COMMANDS.items():
+    for name, entry in COMMANDS.items():
         epilog = FLOAT_PATH_HELP if name in COMPUTING_COMMANDS else None
-        p = sub.add_parser(name, help=help_, description=help_, epilog=epilog)
+        p = sub.add_parser(name, help=entry.help, description=entry.help, epilog=epilog)
+        if name not in loaded:
+            continue
+        add_args, runner = load(name)
         add_args(p)
-        p.add_argument(
-            "--debug",
-            action="store_true",
-            help="on an error, print the full Python traceback instead of the one-line message",
-        )
+        for q in [p, *_subparsers(p)]:
+            _add_global_options(q, top=False)
         p.set_defaults(_run=runner)
     return parser
 
 
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the global
+    options take no value, so nothing before the command's name is a value)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    # First: the float path is pinned through environment variables that torch, MKL,
+    # oneDNN and numpy read once, when they load (seps.float_path). Nothing above imports
+    # them; the command's module, imported by build_parser, may.
+    apply_requested()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = _named_command(argv)
+    parser = build_parser([name] if name else [])
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0
+    if args.quiet:
+        args.no_progress = True  # --quiet implies the per-command --no-progress
     if getattr(args, "no_progress", False):
         quiet_hub_progress()
     try:
         return int(args._run(args) or 0)
     except (ValueError, OSError) as exc:  # bad input or an unusable file: one clear line
-        if getattr(args, "debug", False):
+        if args.debug:
             raise
         print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
@@ -100,10 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def quiet_hub_progress() -> None:
-    """``--no-progress`` silences Hugging Face's bars too: transformers draws one per
-    model it loads ("Loading weights"), hundreds in the log of a long matrix. The
-    environment variable reaches worker processes (Ray, DataLoader); a variable the user
-    set is left alone."""
+    """``--quiet`` (``--no-progress``) silences Hugging Face's bars too: transformers
+    draws one per model it loads ("Loading weights"), hundreds in the log of a long
+    matrix. The environment variable reaches worker processes (Ray, DataLoader); a
+    variable the user set is left alone."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] not in ("1", "true", "TRUE", "yes"):
         return

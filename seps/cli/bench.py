@@ -3,7 +3,7 @@
 Without ``--report`` it runs the pytest-benchmark suites shipped in
 ``seps/bench/suites/`` (:data:`seps.bench.suites.SUITES`); with it,
 the latency report (:func:`seps.bench.latency.run_report`) with the settings of
-:func:`bench_settings`. Registered with :func:`seps.cli.command` on import.
+:func:`bench_settings`. Listed in :mod:`seps.cli.registry`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..bench.settings import QUICK_IMPLS, BenchSettings
 from ..bench.workloads import GEOMETRIES
 from ..devices import check_device
 from ..kernels import IMPLEMENTATIONS
-from .registry import command
+from .options import deprecated_alias
 
 
 # One parser per kind of value. They run inside the command (not as argparse ``type=``) so
@@ -77,7 +77,7 @@ _FULL = BenchSettings()
 _QUICK = BenchSettings.quick_settings("cpu")
 
 
-def _add_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     # The size options default to None so that --quick can tell the sizes the user gave
     # (applied on top of the quick ones) from the ones left out; the defaults are in
     # BenchSettings and BenchSettings.quick_settings, quoted in each help.
@@ -93,8 +93,8 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--report",
         action="store_true",
-        help="measure everything in one run and write OUT/latency.md and OUT/latency.png "
-        "(written atomically)",
+        help="measure everything in one run and write latency.md and latency.png in the "
+        "--reports folder (written atomically)",
     )
     p.add_argument(
         "--quick",
@@ -164,7 +164,10 @@ def _add_args(p: argparse.ArgumentParser) -> None:
         f"loop's {BenchSettings.eval_parts} text shards with whole batched calls and "
         "report means; training rounds alternate one step of each and report the best",
     )
-    p.add_argument("--out", default="reports", help="report folder (default: reports)")
+    p.add_argument(
+        "--reports", metavar="DIR", default="reports", help="report folder (default: reports)"
+    )
+    deprecated_alias(p, "--out", "--reports")
     p.add_argument(
         "--json",
         metavar="PATH",
@@ -200,8 +203,7 @@ def bench_settings(args: argparse.Namespace) -> BenchSettings:
     return s
 
 
-@command("bench", "kernel micro-benchmarks and the latency report (--report)", _add_args)
-def _run_bench(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     s = bench_settings(args)  # validates everything before any work
     if args.threads is not None:
         torch.set_num_threads(_positive_int("--threads", args.threads))
@@ -218,6 +220,6 @@ def _run_bench(args: argparse.Namespace) -> int:
         else ("seps-bench bench --report" + (" --quick" if args.quick else ""))
     )
     json_path = None if args.json is None else Path(args.json)
-    md = run_report(s, Path(args.out), cmd, lambda m: print(m, flush=True), json_path=json_path)
+    md = run_report(s, Path(args.reports), cmd, lambda m: print(m, flush=True), json_path=json_path)
     print(f"wrote {md} and {md.with_suffix('.png')}" + (f" and {json_path}" if json_path else ""))
     return 0

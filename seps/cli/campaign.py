@@ -15,12 +15,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..ablations import default_root, list_matrices
+from ..ablation_index import default_root, list_matrices
 from ..campaign import list_campaigns, load_campaign, step_argv
-from .registry import COMMANDS, command
+from .registry import load
 
 
-def _add_campaign_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "campaign",
         help=f"a campaign shipped in seps/campaigns/ ({', '.join(list_campaigns())}) or a "
@@ -45,7 +45,7 @@ def _add_campaign_args(p: argparse.ArgumentParser) -> None:
 
 def _run_step(argv: list[str]) -> int:
     """``seps-bench run ARGV`` through ``run``'s own parser and function."""
-    _, add_args, runner = COMMANDS["run"]
+    add_args, runner = load("run")
     parser = argparse.ArgumentParser(prog="seps-bench run")
     add_args(parser)
     args = parser.parse_args(argv)
@@ -53,13 +53,7 @@ def _run_step(argv: list[str]) -> int:
     return int(runner(args) or 0)
 
 
-@command(
-    "campaign",
-    "run a campaign (an ordered list of matrix steps kept as data, e.g. 'standard') through "
-    "seps-bench run; resumes where it stopped",
-    _add_campaign_args,
-)
-def _run_campaign(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     campaign = load_campaign(args.campaign, list_matrices(root))
     extra = ["--no-progress"] if args.no_progress else []

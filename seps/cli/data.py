@@ -6,10 +6,10 @@ import argparse
 import time
 
 from ..data.synth import DEFAULT_DENSE_NOISE, generate_synthetic
-from .registry import command
+from .options import deprecated_alias
 
 
-def _add_data_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     synth = sub.add_parser(
         "synth",
@@ -20,7 +20,10 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
             "<name>_{split}.jsonl, id_mapping.json and images/."
         ),
     )
-    synth.add_argument("--out", required=True, help="output folder (created)")
+    synth.add_argument(
+        "--output", metavar="DIR", help="the dataset folder to write (created; required)"
+    )
+    deprecated_alias(synth, "--out", "--output")
     synth.add_argument("--images", type=int, default=5000, help="number of images (default 5000)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     synth.add_argument("--image-size", type=int, default=64, help="square image side in pixels")
@@ -44,14 +47,11 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
         "--splits", default="0.8,0.1,0.1", help="train,dev,test fractions (default 0.8,0.1,0.1)"
     )
     synth.add_argument("--name", default="synth", help="dataset name used in file names")
-    # SUPPRESS: when not given here it must not overwrite ``data --debug``.
-    synth.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help="full traceback on error"
-    )
 
 
-@command("data", "create datasets (synth: the built-in synthetic benchmark)", _add_data_args)
-def _run_data(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    if not args.output:  # not argparse's required=: the old spelling --out counts too
+        raise ValueError("--output: required, the dataset folder to write")
     try:
         splits = tuple(float(x) for x in args.splits.split(","))
     except ValueError:
@@ -60,7 +60,7 @@ def _run_data(args: argparse.Namespace) -> int:
         ) from None
     start = time.perf_counter()
     out = generate_synthetic(
-        args.out,
+        args.output,
         n_images=args.images,
         seed=args.seed,
         image_size=args.image_size,

@@ -7,12 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .registry import command
-
 FORMATS = ("csv", "jsonl")  # seps.export.EXPORT_FORMATS, kept here so --help imports no pandas
 
 
-def _add_export_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "matrices",
         nargs="*",
@@ -35,12 +33,7 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "export",
-    "write the stored run records as one table, one row per record (CSV or JSON lines)",
-    _add_export_args,
-)
-def _run_export(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ..export import export_table, render_export
     from ..store import atomic_write_text
 

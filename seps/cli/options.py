@@ -12,9 +12,13 @@ import argparse
 import dataclasses
 from typing import Any
 
-from ..train_config import field_kind
-
-__all__ = ["add_config_flags", "config_values", "seed_list"]
+__all__ = [
+    "add_config_flags",
+    "config_values",
+    "deprecated_alias",
+    "head_and_train_sets",
+    "seed_list",
+]
 
 _TYPES = {"int": int, "float": float, "str": None}
 
@@ -29,13 +33,32 @@ _HELP_NOT_IN_CONFIG = {
 }
 
 
+#: Flags renamed on the command line whose field metadata still has the old name (for the
+#: same reason as above): field -> (flag, the old spelling kept as a hidden alias). The
+#: run folder of ``train`` is ``--run-dir``: ``--output`` names one file a command writes,
+#: ``--results`` and ``--reports`` the result store and the report folder (docs/cli.md).
+_FLAG_NOT_IN_CONFIG = {"out_dir": ("--run-dir", "--out")}
+
+
 def _flag(f: dataclasses.Field[Any]) -> str:
+    if f.name in _FLAG_NOT_IN_CONFIG:
+        return _FLAG_NOT_IN_CONFIG[f.name][0]
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, **kw: Any) -> None:
+    """Accept ``old`` as a spelling of ``new`` (same value, same type), left out of
+    ``--help``: a renamed flag keeps working in the scripts that use it."""
+    parser.add_argument(
+        old, dest=new[2:].replace("-", "_"), help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kw
+    )
 
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, names: list[str]) -> None:
     """One option per field ``names`` of ``cls``, in that order. A boolean field is a
     switch: ``--X`` sets it when its default is False, ``--no-X`` clears it when True."""
+    from ..train_config import field_kind  # loads torch: only commands that use it pay
+
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name in names:
         f = fields[name]
@@ -49,6 +72,9 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, names: list[str
             if meta.get("choices"):
                 kw["choices"] = meta["choices"]
         parser.add_argument(_flag(f), **kw)
+        if name in _FLAG_NOT_IN_CONFIG:
+            alias_kw = {k: v for k, v in kw.items() if k in ("action", "type", "choices")}
+            deprecated_alias(parser, _FLAG_NOT_IN_CONFIG[name][1], _flag(f), **alias_kw)
 
 
 def config_values(args: argparse.Namespace, cls: type, names: list[str]) -> dict[str, Any]:
@@ -74,3 +100,39 @@ def seed_list(text: str) -> list[int]:
     if not seeds:
         raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0 or 0,1,2")
     return seeds
+
+
+def head_and_train_sets(sets: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set`` values as ``(head switches, train config fields)``: each is
+    ``head.FIELD=VALUE`` or ``train.FIELD=VALUE``, as for ``seps-bench run``
+    (:func:`seps.overrides.parse_set`). A later setting of the same field wins.
+
+    Raises:
+        ValueError: one line naming the ``--set`` and what was expected (a bare
+            ``FIELD=VALUE``, the form ``train`` took before, included).
+    """
+    from ..config import parse_override
+    from ..overrides import SetError, parse_set
+
+    head: dict[str, Any] = {}
+    train: dict[str, Any] = {}
+    for text in sets:
+        name, eq, raw = text.partition("=")
+        part, dot, field = name.strip().partition(".")
+        if not dot and eq:
+            raise SetError(
+                f"--set {text}: expected head.FIELD=VALUE or train.FIELD=VALUE, e.g. "
+                f"--set head.{part}={raw.strip()}"
+            )
+        if part == "head" and eq and field:
+            # Typed by the field's default, as bare head overrides were; then the preset
+            # checks it when the config is built.
+            try:
+                key, value = parse_override(f"{field}={raw}")
+            except ValueError as exc:
+                raise SetError(f"--set {text}: {exc}") from None
+            head[key] = value
+        else:
+            setting = parse_set(text)  # the train part, or one clear error
+            train[setting.field] = setting.value
+    return head, train

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from ..config import FIELD_HELP, PRESETS, SEPSConfig, get_config, parse_override
-from .registry import command
+from ..config import FIELD_HELP, PRESETS, SEPSConfig, get_config
+from .options import head_and_train_sets
 
 
 def presets_table(names: Sequence[str] | None = None, fmt: str = "github") -> str:
@@ -27,7 +27,7 @@ def presets_table(names: Sequence[str] | None = None, fmt: str = "github") -> st
     return tabulate(rows, headers=["field", *names, "meaning"], tablefmt=fmt)
 
 
-def _add_presets_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "names",
         nargs="*",
@@ -43,18 +43,21 @@ def _add_presets_args(p: argparse.ArgumentParser) -> None:
         "--set",
         action="append",
         default=[],
-        metavar="FIELD=VALUE",
-        help="show the first preset with this override applied (repeatable); validates it",
+        metavar="head.FIELD=VALUE",
+        help="show the first preset with this head switch changed (repeatable), as --set "
+        "head.FIELD=VALUE of train and run; validates it",
     )
 
 
-@command(
-    "presets", "print each preset's switches as a table (fields marked * differ)", _add_presets_args
-)
-def _run_presets(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.set:
         base = args.names[0] if args.names else "code"
-        cfg = get_config(base, **dict(parse_override(s) for s in args.set))
+        head, train = head_and_train_sets(args.set)
+        if train:
+            raise ValueError(
+                f"--set: presets holds head switches only; got train field(s) {', '.join(train)}"
+            )
+        cfg = get_config(base, **head)
         for f in dataclasses.fields(cfg):
             print(f"{f.name} = {getattr(cfg, f.name)!r}")
         return 0

@@ -8,10 +8,9 @@ import json
 from ..float_path import check_in_force
 from ..prebuild import build_checked
 from ..train.pretrain import RECIPES, is_complete, pretrained_dir
-from .registry import command
 
 
-def _add_pretrain_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "recipe",
         nargs="?",
@@ -25,13 +24,7 @@ def _add_pretrain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-@command(
-    "pretrain",
-    "pretrain the tiny backbones once on a separate synthetic draw (runs with "
-    "--pretrain RECIPE start from them; built automatically on first use)",
-    _add_pretrain_args,
-)
-def _run_pretrain(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.recipe is None:
         for name, r in sorted(RECIPES.items()):
             folder = pretrained_dir(name, args.root)

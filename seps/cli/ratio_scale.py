@@ -18,7 +18,6 @@ from ..ratio_scale import (
     table,
     yaml_runs,
 )
-from .registry import command
 
 
 def _csv(allowed: tuple[str, ...], option: str):
@@ -35,7 +34,7 @@ def _csv(allowed: tuple[str, ...], option: str):
     return parse
 
 
-def _add_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="standard",
@@ -79,13 +78,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-@command(
-    "ratio-scale",
-    "measure each ratio criterion's initial gradient on the score predictor and print the "
-    "ratio_weight that matches the reference (mse) criterion's, as loss-study runs",
-    _add_args,
-)
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     spec = RunSpec(id="probe", preset=args.preset, set={"decision": args.decision})
     cfg, head = resolve(spec, profile, args.seed)

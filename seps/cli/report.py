@@ -1,4 +1,4 @@
-"""The ``seps-bench report [MATRIX ...]`` subcommand, registered with :func:`seps.cli.command`.
+"""The ``seps-bench report [MATRIX ...]`` subcommand (listed in :mod:`seps.cli.registry`).
 
 Kept apart from the report code so that all of the command line (arguments, messages,
 exit status) of reports is in this one file.
@@ -14,10 +14,9 @@ from ..ablations import default_root, load_matrix
 from ..report.records import matrices_with_records
 from ..report.render import write_report
 from ..store import scan_records
-from .registry import command
 
 
-def _add_report_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "matrices",
         nargs="*",
@@ -46,12 +45,7 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "report",
-    "regenerate reports/<matrix>.md and its plots from stored results (never trains)",
-    _add_report_args,
-)
-def _run_report(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     names = list(args.matrices) or matrices_with_records(args.results)
     if not names:

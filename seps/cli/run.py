@@ -1,4 +1,9 @@
-"""``seps-bench run``: run a named ablation matrix into the result store, then report."""
+"""``seps-bench run``: run a named ablation matrix into the result store, then report.
+
+Only :mod:`seps.ablation_index` (matrix and profile names for the help) is imported at
+the top: ``run --help`` must not load torch (:mod:`seps.cli.registry`). The runner and
+what it needs are imported by :func:`run`.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..ablations import default_root, list_matrices, load_matrix, load_profile, profile_summaries
-from ..devices import check_device
-from ..overrides import apply_sets, shadowed_sets
-from ..run_plan import dry_run_text
-from ..runner import check_data_dirs, plan, run_matrix
-from ..store import check_writable
-from ..version import code_version
+from ..ablation_index import default_root, list_matrices, profile_summaries
+from ..version import code_version  # light (no torch); tests replace it here
 from .options import seed_list
-from .registry import command
 
 
-def _add_run_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "matrix",
         help="a matrix name in seps/definitions/matrices/ "
@@ -124,10 +123,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-@command(
-    "run", "run a named ablation matrix into the result store, then write its report", _add_run_args
-)
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from ..ablations import load_matrix, load_profile
+    from ..devices import check_device
+    from ..overrides import apply_sets, shadowed_sets
+    from ..run_plan import dry_run_text
+    from ..runner import check_data_dirs, plan, run_matrix
+    from ..store import check_writable
+
     root = Path(args.ablations) if args.ablations else default_root()
     check_device(args.device)
     matrix = load_matrix(args.matrix, root)

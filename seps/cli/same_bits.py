@@ -12,10 +12,9 @@ from tabulate import tabulate
 
 from ..formatting import fmt_n
 from ..report.same_bits import Pair, compare_stores
-from .registry import command
 
 
-def _add_same_bits_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("first", help="a result store, e.g. results (the committed records)")
     p.add_argument(
         "second",
@@ -42,14 +41,7 @@ def _row(p: Pair) -> list[str]:
     ]
 
 
-@command(
-    "same-bits",
-    "compare two result stores record by record: metrics and training history bitwise "
-    "(times left out), and where they differ, whether code version, CPU float path and "
-    "pretrained weights match; exit 1 when any record differs",
-    _add_same_bits_args,
-)
-def _run_same_bits(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     pairs, only_a, only_b = compare_stores(args.first, args.second)
     headers = ["record", "result", "first difference", "same code", "same float path",
                "same weights"]  # fmt: skip

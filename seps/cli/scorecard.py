@@ -1,4 +1,4 @@
-"""The ``seps-bench scorecard`` subcommand, registered with :func:`seps.cli.command`.
+"""The ``seps-bench scorecard`` subcommand (listed in :mod:`seps.cli.registry`).
 
 Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``seps/definitions/claims.yaml``
 and the stored run records; never trains. Kept apart from the report code so that all of
@@ -15,17 +15,19 @@ from ..ablations import default_root
 from ..report.headline import write_headline
 from ..report.scorecard import write_scorecard
 from ..store import scan_records
-from .registry import command
+from .options import deprecated_alias
 
 
-def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default="results", help="result store to read (default: results/)")
     p.add_argument(
-        "--out",
+        "--output",
+        metavar="PATH",
         default="reports/README.md",
         help="the scorecard's markdown file (default: reports/README.md); a file there that "
         "the scorecard did not write is never overwritten",
     )
+    deprecated_alias(p, "--out", "--output")
     p.add_argument(
         "--ablations",
         help="ablation definitions folder with claims.yaml, matrices/, differences.yaml and "
@@ -49,13 +51,7 @@ def _add_scorecard_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "scorecard",
-    "write reports/README.md: every claim of seps/definitions/claims.yaml with its measured effect "
-    "and verdict, from stored results (never trains)",
-    _add_scorecard_args,
-)
-def _run_scorecard(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     results = Path(args.results)
     folders = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []
@@ -70,7 +66,7 @@ def _run_scorecard(args: argparse.Namespace) -> int:
         print(f"headline block: {path}")
         return 0
     path = write_scorecard(
-        args.results, args.out, root, allow_mixed_versions=args.allow_mixed_versions
+        args.results, args.output, root, allow_mixed_versions=args.allow_mixed_versions
     )
     print(f"scorecard: {path}")
     return 0

@@ -13,12 +13,11 @@ from tabulate import tabulate
 
 from ..lexical import text_only_recalls
 from ..report.records import RECALLS
-from .registry import command
 
 _COLUMNS = (*RECALLS, "rsum")
 
 
-def _add_text_only_args(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data-path",
         required=True,
@@ -44,13 +43,7 @@ def _add_text_only_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the recalls as one JSON object")
 
 
-@command(
-    "text-only",
-    "score a split without pixels: each caption against every image's dense caption "
-    "(how much the fair `candidate` protocol's dense captions give away; never trains)",
-    _add_text_only_args,
-)
-def _run_text_only(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     out = text_only_recalls(
         args.data_path, args.split, name=args.name, matcher=args.matcher, k1=args.k1, b=args.b
     )

@@ -1,0 +1,59 @@
+"""Where the ablation definitions live, and what ``--help`` lists from them.
+
+Kept apart from :mod:`seps.ablations` (which resolves matrices into configs, and so loads
+the config classes and torch with them) because ``seps-bench run --help`` names the
+matrices and profiles: building that help must read two folders and one YAML file,
+nothing more (see :mod:`seps.cli.registry`).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+__all__ = ["default_root", "list_matrices", "packaged_root", "profile_summaries"]
+
+
+def packaged_root() -> Path:
+    """The definitions shipped inside the package (``seps/definitions/``, package data of
+    the wheel), found with :mod:`importlib.resources` so an installed wheel needs no
+    checkout."""
+    return Path(str(resources.files("seps") / "definitions"))
+
+
+def default_root() -> Path:
+    """``$SEPS_ABLATIONS``, else ``./ablations`` when present (a user's own definitions in
+    the working folder), else the package's own (:func:`packaged_root`)."""
+    env = os.environ.get("SEPS_ABLATIONS")
+    if env:
+        return Path(env)
+    local = Path.cwd() / "ablations"
+    if (local / "differences.yaml").exists():
+        return local
+    return packaged_root()
+
+
+def list_matrices(root: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in ((root or default_root()) / "matrices").glob("*.yaml"))
+
+
+def profile_summaries(root: Path | None = None) -> dict[str, str]:
+    """Profile name -> its one-line ``summary`` from profiles.yaml, in file order.
+
+    For ``--help`` texts, which would otherwise repeat (and go stale beside) profiles.yaml.
+    An unreadable file gives an empty dict: a help text must not fail.
+    """
+    try:
+        doc = yaml.safe_load(((root or default_root()) / "profiles.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(doc, Mapping):
+        return {}
+    out = {}
+    for name, entry in doc.items():
+        out[str(name)] = str(entry.get("summary", "")) if isinstance(entry, Mapping) else ""
+    return out
