@@ -9,8 +9,8 @@ nothing more (see :mod:`seps.cli.registry`).
 from __future__ import annotations
 
 import os
-from importlib import resources
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 import yaml
