@@ -209,6 +209,12 @@ def _canonical(node: object) -> str:
     return repr(node)
 
 
+def canonical_source(path: Path) -> bytes:
+    """A module's behaviour as bytes: its normalised syntax tree (:func:`normalised_tree`)
+    written out canonically, so comments, docstrings and line numbers do not count."""
+    return _canonical(normalised_tree(path)).encode()
+
+
 def behaviour_digest(root: Path, sources: dict[str, Path], data: dict[str, Path]) -> str:
     """64 hex digits of SHA-256 over ``sources`` (module name: file), each as its
     normalised tree under its path relative to ``root``, and ``data`` (relative path:
@@ -219,7 +225,7 @@ def behaviour_digest(root: Path, sources: dict[str, Path], data: dict[str, Path]
     items += [(rel, p, False) for rel, p in data.items()]
     for rel, path, is_module in sorted(items):
         if is_module:
-            blob = _canonical(normalised_tree(path)).encode()
+            blob = canonical_source(path)
         else:
             blob = path.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         h.update(f"{rel}\0{len(blob)}\0".encode())

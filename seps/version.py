@@ -11,8 +11,9 @@ record *stale* when its version is not the current one (or it has none: it was w
 before records carried one), and the report refuses to put records of several versions
 side by side unless asked to (:func:`check_versions`).
 
-:func:`source_hash` is the older, byte-level hash of listed files; it still names the
-generated datasets (:func:`data_version`) and the pretrained backbones' folders.
+:func:`source_hash` hashes a listed set of files the same way (modules by behaviour, data
+by bytes); it names the generated datasets (:func:`data_version`) and the pretrained
+backbones' folders.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from .code_closure import behaviour_digest, data_files, module_closure
+from .code_closure import behaviour_digest, canonical_source, data_files, module_closure
 
 __all__ = [
     "ENTRY_MODULES",
@@ -90,17 +91,24 @@ def behaviour_hash(
 
 
 def source_hash(root: Path, sources: Iterable[str]) -> str:
-    """16 hex digits of SHA-256 over the bytes of the files ``sources`` names under
-    ``root`` (paths relative to it; absent ones are skipped).
+    """16 hex digits of SHA-256 over the files ``sources`` names under ``root`` (paths
+    relative to it; absent ones are skipped), by behaviour as :func:`code_version` is: a
+    module (``.py``) counts by its syntax tree without comments, docstrings or line
+    numbers, any other file by its bytes with line endings normalised to ``\\n``.
 
-    Files are taken in sorted relative-path order; each contributes its path, its
-    length and its bytes with line endings normalised to ``\\n``."""
+    It names the generated datasets (:func:`data_version`) and the pretrained backbones'
+    folders (:func:`seps.train.pretrain.recipe_key`): a prose edit to their generators
+    leaves both where they are, a code edit moves them. Files are taken in sorted
+    relative-path order; each contributes its path, its length and its content."""
     h = hashlib.sha256()
     for rel in sorted(set(sources)):
         path = Path(root) / rel
         if not path.is_file():
             continue
-        data = path.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if path.suffix == ".py":
+            data = canonical_source(path)
+        else:
+            data = path.read_bytes().replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         h.update(f"{rel}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()[:16]

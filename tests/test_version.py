@@ -255,14 +255,20 @@ def test_every_package_data_file_is_named_by_some_module():
     assert set(everything) == on_disk
 
 
-def test_source_hash_covers_the_bytes_of_listed_files_in_any_order(tmp_path):
+def test_source_hash_covers_listed_modules_by_behaviour_and_data_by_bytes(tmp_path):
     root = _tree(tmp_path, BASE)
-    listed = ("model.py", "train/loop.py", "absent.py")
+    listed = ("model.py", "train/loop.py", "absent.py", "data/lengths.json")
+    base = source_hash(_tree(tmp_path / "b", BASE), listed)
     assert source_hash(root, listed) == source_hash(root, tuple(reversed(listed)))
-    (root / "model.py").write_bytes(BASE["model.py"] + b"# edited\n")
-    assert source_hash(root, listed) != source_hash(_tree(tmp_path / "b", BASE), listed)
+    (root / "model.py").write_bytes(BASE["model.py"] + b"# edited\n")  # prose: same
+    assert source_hash(root, listed) == base
     (root / "model.py").write_bytes(BASE["model.py"].replace(b"\n", b"\r\n"))
-    assert source_hash(root, listed) == source_hash(tmp_path / "b" / "seps", listed)
+    assert source_hash(root, listed) == base
+    (root / "model.py").write_bytes(BASE["model.py"].replace(b"x * 2", b"x * 3"))  # code
+    assert source_hash(root, listed) != base
+    (root / "model.py").write_bytes(BASE["model.py"])
+    (root / "data/lengths.json").write_bytes(b"[1, 3]\n")  # data: by bytes
+    assert source_hash(root, listed) != base
 
 
 def test_one_version_passes_check_versions():
