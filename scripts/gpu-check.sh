@@ -88,7 +88,7 @@ step eval "${limits[3]}" "${gc[@]}" eval
 # (5) the latency report of `seps-bench bench --report`, reduced sizes, in the time left
 left=$(( budget - ($(date +%s) - start) ))
 step bench-report "$(( left > 60 ? left : 60 ))" "$PYTHON" -m seps bench --report --device "$device" \
-  "${report[@]}" --out "$out/bench-report"
+  "${report[@]}" --reports "$out/bench-report"
 "${gc[@]}" summary --work-dir "$work" > /dev/null || failed=1
 echo "=== [$(date -u +%H:%M:%S)] done: $out/summary.md"
 cat "$work/steps.tsv"
