@@ -107,3 +107,14 @@ def test_a_record_without_an_environment_compares_with_its_float_path_unknown():
     bare = {**_record(), "environment": None}
     pair = compare_records("m/r", bare, _record(rsum=181.0))
     assert not pair.same and pair.same_float_path is None
+
+
+def test_a_history_field_only_newer_code_records_is_not_a_difference_but_a_metric_is():
+    old = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5}]}
+    new = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5, "grad_share": {"a": 1.0}}]}
+    pair = compare_records("m/r-k-s0.json", old, new)
+    assert pair.same and pair.added == ("history.0.grad_share.a",)
+    changed = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.6, "grad_share": {"a": 1.0}}]}
+    assert not compare_records("m/r-k-s0.json", old, changed).same
+    extra_metric = {"metrics": {"rsum": 186.4, "r1": 1.0}, "history": [{"loss": 1.5}]}
+    assert not compare_records("m/r-k-s0.json", old, extra_metric).same

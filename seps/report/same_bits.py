@@ -6,7 +6,11 @@ stores. Records are paired by their place in the store (``<matrix>/<run>-<key>-s
 the key fixes the configs, so equal names are the same run). Compared exactly: every
 metric and every number of the training history (losses, keep ratios, gradient norms,
 validation recalls, per epoch and per logged step); left out: wall times and
-throughputs, which no two runs share. Where the bits differ, the row also says whether
+throughputs, which no two runs share. A history field that only one of the two records
+has (a measurement added to the records by later code, e.g. ``grad_share``) is not
+compared but counted (:attr:`Pair.added`): a record of older code still has the same
+bits when every number both carry is equal. A metric only one has is a difference. Where
+the bits differ, the row also says whether
 the two records came from the same code version, float path and pretrained weights
 (:mod:`seps.provenance`), the three things besides the configs that decide them.
 """
@@ -61,15 +65,22 @@ class Pair:
     same_weights: bool | None  # None: a record with pretraining does not say
     cpu_a: str
     cpu_b: str
+    #: history fields only one record has (``history.<epoch>.<field>`` paths): not compared
+    added: tuple[str, ...] = ()
 
 
 def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
     """:class:`Pair` of two records of the same run."""
     na, nb = numbers(a), numbers(b)
+    added = tuple(
+        k for k in dict.fromkeys([*na, *nb]) if k.startswith("history.") and (k in na) != (k in nb)
+    )
     first = None
     # rSum first, then the other metrics, then the history: the line a reader wants.
     order = ["metrics.rsum", *na, *nb]
     for key in dict.fromkeys(order):
+        if key in added:
+            continue
         if na.get(key, "missing") != nb.get(key, "missing"):
             first = f"{key}: {na.get(key, 'missing')} vs {nb.get(key, 'missing')}"
             break
@@ -84,6 +95,7 @@ def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
         same_weights=_same_weights(a, b),
         cpu_a=cpu_label(cpu_a),
         cpu_b=cpu_label(cpu_b),
+        added=added,
     )
 
 
