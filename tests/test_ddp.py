@@ -22,7 +22,7 @@ COMMON = [
     "--val-images",
     "0",
     "--set",
-    "embed_size=32",
+    "head.embed_size=32",
     "--dropout",
     "0",
     "--device",

@@ -17,7 +17,7 @@ def test_train_with_an_overflowing_lr_leaves_a_diverged_result_and_exits_1(synth
     out = tmp_path / "hot"
     args = ["train", "--data-path", str(synth), "--out", str(out), "--lr", "1e30",
             "--image-size", "32", "--epochs", "1", "--batch-size", "8",
-            "--max-steps-per-epoch", "3", "--val-images", "4", "--set", "embed_size=32",
+            "--max-steps-per-epoch", "3", "--val-images", "4", "--set", "head.embed_size=32",
             "--no-progress"]  # fmt: skip
     assert main(args) == 1
     err = capsys.readouterr().err.strip()
