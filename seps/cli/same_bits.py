@@ -29,7 +29,7 @@ def _yes(flag: bool | None) -> str:
 
 def _row(p: Pair) -> list[str]:
     if p.same:
-        fields = sorted({k.split(".")[-1] for k in p.added if not k.split(".")[-1].isdigit()})
+        fields = sorted({k.split(".")[2] for k in p.added})  # history.<epoch>.<field>...
         note = f"(fields in one record only, not compared: {', '.join(fields)})" if fields else ""
         return [p.name, "same bits", note, "", "", ""]
     return [
