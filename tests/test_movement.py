@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from test_train import tiny as train_tiny
 
 import seps.train.loop as loop
 from seps import get_config
@@ -30,21 +31,8 @@ PAPER_PARTS = {
 
 
 def tiny(synth, out, **kw) -> TrainConfig:
-    values = dict(
-        data_path=str(synth),
-        image_size=32,
-        epochs=1,
-        batch_size=8,
-        max_steps_per_epoch=3,
-        val_images=0,
-        progress=False,
-        out_dir=str(out),
-        vocab_size=300,
-        max_dense_words=48,
-        backbone_lr_mult=1.0,
-    )
-    values.update(kw)
-    return TrainConfig(**values)
+    """``test_train``'s tiny run, one epoch without validation unless ``kw`` says."""
+    return train_tiny(synth, out, **{"epochs": 1, "val_images": 0, **kw})
 
 
 class _NoMeter:

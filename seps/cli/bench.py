@@ -19,7 +19,7 @@ from ..bench.settings import QUICK_IMPLS, BenchSettings
 from ..bench.workloads import GEOMETRIES
 from ..devices import check_device
 from ..kernels import IMPLEMENTATIONS
-from .options import deprecated_alias
+from .options import add_reports_option, deprecated_alias
 
 
 # One parser per kind of value. They run inside the command (not as argparse ``type=``) so
@@ -164,9 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"loop's {BenchSettings.eval_parts} text shards with whole batched calls and "
         "report means; training rounds alternate one step of each and report the best",
     )
-    p.add_argument(
-        "--reports", metavar="DIR", default="reports", help="report folder (default: reports)"
-    )
+    add_reports_option(p)
     deprecated_alias(p, "--out", "--reports")
     p.add_argument(
         "--json",

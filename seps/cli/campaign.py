@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..ablation_index import default_root, list_matrices
 from ..campaign import list_campaigns, load_campaign, step_argv
+from .options import add_reports_option, add_results_option
 from .registry import load
 
 
@@ -26,12 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"a campaign shipped in seps/campaigns/ ({', '.join(list_campaigns())}) or a "
         "path to a campaign YAML file",
     )
-    p.add_argument("--results", default="results", help="result store (default results/)")
-    p.add_argument(
-        "--reports",
-        default="reports",
-        help="report folder, for campaigns that write reports (default reports/)",
-    )
+    add_results_option(p)
+    add_reports_option(p, "report folder, for campaigns that write reports")
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .options import add_results_option
+
 FORMATS = ("csv", "jsonl")  # seps.export.EXPORT_FORMATS, kept here so --help imports no pandas
 
 
@@ -24,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=FORMATS,
         help="csv (lists as JSON text) or jsonl (one JSON object per record); default csv",
     )
-    p.add_argument("--results", default="results", help="result store to read (default: results/)")
+    add_results_option(p, "to read")
     p.add_argument(
         "--output",
         default="-",

@@ -14,6 +14,8 @@ from typing import Any
 
 __all__ = [
     "add_config_flags",
+    "add_reports_option",
+    "add_results_option",
     "config_values",
     "deprecated_alias",
     "head_and_train_sets",
@@ -21,6 +23,29 @@ __all__ = [
 ]
 
 _TYPES = {"int": int, "float": float, "str": None}
+
+#: The one name and default of each kind of output path (docs/cli.md): a result store, and
+#: a folder of reports. A single file a command writes is ``--output PATH``.
+RESULTS_DEFAULT, REPORTS_DEFAULT = "results", "reports"
+
+
+def add_results_option(p: argparse.ArgumentParser, role: str = "") -> None:
+    """``--results DIR``: the result store (``role``, e.g. "to read", in its help)."""
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        default=RESULTS_DEFAULT,
+        help=f"result store{' ' + role if role else ''} (default: {RESULTS_DEFAULT}/)",
+    )
+
+
+def add_reports_option(p: argparse.ArgumentParser, what: str = "report folder") -> None:
+    """``--reports DIR``: the folder reports are written to (``what`` it holds, in its
+    help)."""
+    p.add_argument(
+        "--reports", metavar="DIR", default=REPORTS_DEFAULT, help=f"{what} (default: reports/)"
+    )
+
 
 #: Help of config fields whose metadata has none. The field's own metadata is the place
 #: for it, but ``train_config`` is part of the code version: editing it there would mark

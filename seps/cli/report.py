@@ -14,6 +14,7 @@ from ..ablations import default_root, load_matrix
 from ..report.records import matrices_with_records
 from ..report.render import write_report
 from ..store import scan_records
+from .options import add_reports_option, add_results_option
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,12 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="matrix names (seps/definitions/matrices/<name>.yaml) or matrix files; default: every "
         "matrix that has records under --results",
     )
-    p.add_argument("--results", default="results", help="result store to read (default: results/)")
-    p.add_argument(
-        "--reports",
-        default="reports",
-        help="folder for <matrix>.md and its PNG plots (default: reports/)",
-    )
+    add_results_option(p, "to read")
+    add_reports_option(p, "folder for <matrix>.md and its PNG plots")
     p.add_argument(
         "--allow-mixed-versions",
         action="store_true",

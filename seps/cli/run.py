@@ -14,7 +14,7 @@ from typing import Any
 
 from ..ablation_index import default_root, list_matrices, profile_summaries
 from ..version import code_version  # light (no torch); tests replace it here
-from .options import seed_list
+from .options import add_reports_option, add_results_option, seed_list
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,8 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop missing or unreadable images with their captions instead of failing the run",
     )
-    p.add_argument("--results", default="results", help="result store (default results/)")
-    p.add_argument("--reports", default="reports", help="report folder (default reports/)")
+    add_results_option(p)
+    add_reports_option(p)
     p.add_argument(
         "--backend",
         default="local",

@@ -15,11 +15,11 @@ from ..ablations import default_root
 from ..report.headline import write_headline
 from ..report.scorecard import write_scorecard
 from ..store import scan_records
-from .options import deprecated_alias
+from .options import add_results_option, deprecated_alias
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", default="results", help="result store to read (default: results/)")
+    add_results_option(p, "to read")
     p.add_argument(
         "--output",
         metavar="PATH",
