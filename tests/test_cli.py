@@ -130,3 +130,23 @@ def test_train_set_train_field_wins_over_its_option():
     argv = ["train", "--epochs", "5", "--set", "train.epochs=2", "--set", "head.embed_size=32"]
     cfg = train_config_from_args(build_parser(["train"]).parse_args(argv))
     assert cfg.epochs == 2
+
+
+def test_a_missing_optional_dependency_is_one_line_naming_the_package(monkeypatch, capsys):
+    import seps.cli as cli
+    from seps.cli import registry
+
+    real_load = registry.load
+
+    def load(name):
+        add_args, _ = real_load(name)
+
+        def run(args):
+            raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+
+        return add_args, run
+
+    monkeypatch.setattr(cli, "load", load)
+    assert cli.main(["export"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pandas'" in err[0] and "seps-bench[all]" in err[0]

@@ -118,3 +118,8 @@ def test_a_history_field_only_newer_code_records_is_not_a_difference_but_a_metri
     assert not compare_records("m/r-k-s0.json", old, changed).same
     extra_metric = {"metrics": {"rsum": 186.4, "r1": 1.0}, "history": [{"loss": 1.5}]}
     assert not compare_records("m/r-k-s0.json", old, extra_metric).same
+    extra_epoch = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5}, {"loss": 1.2}]}
+    assert not compare_records("m/r-k-s0.json", old, extra_epoch).same
+    steps = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5, "log": [1.0, 2.0]}]}
+    fewer = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5, "log": [1.0]}]}
+    assert not compare_records("m/r-k-s0.json", steps, fewer).same

@@ -127,6 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"seps-bench {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # an optional dependency this command needs is missing
+        if args.debug:
+            raise
+        missing = getattr(exc, "name", None) or str(exc)
+        print(
+            f"seps-bench {args.command}: error: needs the package {missing!r}, which is not "
+            "installed; install the suite's extras: pip install 'seps-bench[all]' "
+            "(docs/install.md)",
+            file=sys.stderr,
+        )
+        return 2
     except (KeyboardInterrupt, StopRequested) as exc:  # Ctrl-C or SIGTERM: one line, 130/143
         if getattr(args, "debug", False):
             raise

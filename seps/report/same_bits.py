@@ -53,6 +53,25 @@ def numbers(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _added_fields(
+    a: dict[str, Any], b: dict[str, Any], na: dict[str, Any], nb: dict[str, Any]
+) -> tuple[str, ...]:
+    """The ``history.<epoch>.<field>...`` paths of a field that one record's epoch has and
+    the other's same epoch lacks altogether (a measurement newer code adds). An epoch, a
+    logged step or a sub-field missing on one side is not an added field: it is compared,
+    and differs."""
+    ha, hb = (r.get("history") or [] for r in (a, b))
+    out = []
+    for k in dict.fromkeys([*na, *nb]):
+        parts = k.split(".")
+        if parts[0] != "history" or (k in na) == (k in nb):
+            continue
+        e, field = int(parts[1]), parts[2]
+        if e < len(ha) and e < len(hb) and (field in ha[e]) != (field in hb[e]):
+            out.append(k)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Pair:
     """One record present in both stores, and how the two compare."""
@@ -72,9 +91,7 @@ class Pair:
 def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
     """:class:`Pair` of two records of the same run."""
     na, nb = numbers(a), numbers(b)
-    added = tuple(
-        k for k in dict.fromkeys([*na, *nb]) if k.startswith("history.") and (k in na) != (k in nb)
-    )
+    added = _added_fields(a, b, na, nb)
     first = None
     # rSum first, then the other metrics, then the history: the line a reader wants.
     order = ["metrics.rsum", *na, *nb]
