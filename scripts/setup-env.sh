@@ -4,7 +4,7 @@
 # SEPS_TORCH selects the PyTorch build installed first. The default pins the
 # release this project is tested with (on the CI machine pip takes it from the
 # local disk). Users with CUDA can set SEPS_TORCH="" to let pip resolve the
-# range declared in pyproject.toml, or e.g. SEPS_TORCH="torch==2.5.1" together
+# range declared in pyproject.toml, or e.g. SEPS_TORCH="torch==2.6.0" together
 # with --index-url for their CUDA wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
