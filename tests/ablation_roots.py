@@ -15,12 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def make_ablation_root(
     root: Path,
-    matrices: Mapping[str, Mapping[str, Any]] = {},
+    matrices: Mapping[str, Mapping[str, Any] | str] = {},
     repo_matrices: tuple[str, ...] = (),
+    profiles: str | None = None,
 ) -> Path:
     """Create ``root`` with the repository's differences and paper figures, each of
-    ``matrices`` (name -> matrix YAML document) and copies of the repository's
-    ``repo_matrices``; return ``root``."""
+    ``matrices`` (name -> matrix YAML document, or its YAML text), copies of the
+    repository's ``repo_matrices`` and, given, ``profiles`` (the text of
+    ``profiles.yaml``); return ``root``."""
     (root / "matrices").mkdir(parents=True)
     for name in ("differences.yaml", "paper_figures.yaml"):
         (root / name).write_bytes((REPO / "seps" / "definitions" / name).read_bytes())
@@ -28,5 +30,8 @@ def make_ablation_root(
         src = REPO / "seps" / "definitions" / "matrices" / f"{name}.yaml"
         (root / "matrices" / src.name).write_bytes(src.read_bytes())
     for name, doc in matrices.items():
-        (root / "matrices" / f"{name}.yaml").write_text(yaml.safe_dump(dict(doc), sort_keys=False))
+        text = doc if isinstance(doc, str) else yaml.safe_dump(dict(doc), sort_keys=False)
+        (root / "matrices" / f"{name}.yaml").write_text(text)
+    if profiles is not None:
+        (root / "profiles.yaml").write_text(profiles)
     return root

@@ -5,10 +5,10 @@ line naming the file, the step and the key."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from ablation_roots import make_ablation_root
 
 from seps.campaign import list_campaigns, load_campaign
 from seps.cli import main
@@ -41,11 +41,7 @@ steps:
 
 @pytest.fixture()
 def env(tmp_path, monkeypatch):
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    shutil.copy(REPO_ABLATIONS / "differences.yaml", root / "differences.yaml")
-    (root / "profiles.yaml").write_text(PROFILE)
-    (root / "matrices" / "mini.yaml").write_text(MATRIX)
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX}, profiles=PROFILE)
     (tmp_path / "tiny.yaml").write_text(CAMPAIGN)
     monkeypatch.chdir(tmp_path)
     return tmp_path, root

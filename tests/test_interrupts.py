@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from ablation_roots import make_ablation_root
 from test_runner import MATRIX, PROFILE, _comparable
 from test_train import HEAD, tiny
 
@@ -61,16 +62,7 @@ def test_sigterm_mid_epoch_checkpoints_that_step_and_resumes_to_the_same_bits(
 # ------------------------------------------------------------------- subprocess matrices
 @pytest.fixture()
 def root(tmp_path):
-    import shutil
-
-    from test_runner import REPO_ABLATIONS
-
-    r = tmp_path / "ablations"
-    (r / "matrices").mkdir(parents=True)
-    shutil.copy(REPO_ABLATIONS / "differences.yaml", r / "differences.yaml")
-    (r / "profiles.yaml").write_text(PROFILE)
-    (r / "matrices" / "mini.yaml").write_text(MATRIX)
-    return r
+    return make_ablation_root(tmp_path / "ablations", {"mini": MATRIX}, profiles=PROFILE)
 
 
 def _cmd(root, synth, results):
