@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -76,6 +77,10 @@ def _records(results):
     return {f.name: _comparable(json.loads(f.read_text())) for f in files}
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _leftovers(results):
     return [p for p in results.rglob("*") if p.suffix in (".tmp", ".lock")]
 
@@ -101,7 +106,13 @@ def test_sigint_and_sigterm_stop_a_matrix_that_then_resumes_to_the_uninterrupted
     assert load_run_checkpoint(work)["partial_epoch"]["next_step"] == 1
 
     intr = subprocess.run(
-        cmd, env={**env, "SEPS_BENCH_KILL_AT": "train_step:2:SIGINT"}, capture_output=True
+        cmd,
+        env={**env, "SEPS_BENCH_KILL_AT": "train_step:2:SIGINT"},
+        capture_output=True,
+        # A Ctrl-C reaches a foreground program; a test suite started in the background
+        # (`nohup ... &`, some CI runners) hands its children SIGINT ignored, and Python
+        # then keeps ignoring it. Give the child the terminal's default, as a shell would.
+        preexec_fn=_default_sigint,
     )
     assert intr.returncode == 130, intr.stderr[-2000:]
     assert b"Traceback" not in intr.stderr
