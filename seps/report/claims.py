@@ -3,7 +3,10 @@
 :func:`load_claim_file` returns the claims in file order and the matrices they name
 (:func:`seps.ablations.load_matrix`, so grid and flip/revert run ids are the expanded
 ones). A claim naming a matrix that does not load or a run that is not in every one of
-its matrices is an error, so a claim cannot silently test nothing. The fields are
+its matrices is an error, so a claim cannot silently test nothing; the one exception is a
+control (``group: controls``) whose matrix file does not exist yet: it is kept with the
+matrix named in :attr:`Claim.undefined`, and the scorecard's controls section says that
+no control is judged (:mod:`seps.report.controls`). The fields are
 described in the header of ``seps/definitions/claims.yaml``; the scorecard itself is
 :mod:`seps.report.scorecard`.
 """
@@ -29,7 +32,12 @@ DIRECTIONS = {"+": "higher", "-": "lower", "0": "no effect"}
 KINDS = ("effect", "optimum", "leakage")
 #: The fields a claim may have.
 FIELDS = ("id", "claim", "source", "matrix", "protocol", "runs", "direction", "size", "kind")
-FIELDS += ("testable", "why")
+FIELDS += ("testable", "why", "group", "shown", "order", "baseline_at_most")
+#: Groups of claims other than the paper's (``group:``): ``controls``, the instrument's
+#: own checks, judged in the scorecard's first section (:mod:`seps.report.controls`).
+GROUPS = ("controls",)
+#: Fields only a claim of a group may have (the claims table would not show them).
+GROUP_FIELDS = ("shown", "order", "baseline_at_most")
 
 
 class ClaimError(ValueError):
@@ -60,10 +68,18 @@ class Claim:
     kind: str = "effect"
     testable: bool = True
     why: str | None = None
+    group: str | None = None
+    shown: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+    baseline_at_most: float | None = None
+    undefined: tuple[str, ...] = ()
 
     def runs(self) -> set[str]:
-        """Every run id the claim names."""
-        return {x for p in self.pairs for x in (p.baseline, *p.variants)}
+        """Every run id the claim names (its pairs, ``shown`` and ``order``)."""
+        return {x for p in self.pairs for x in (p.baseline, *p.variants)} | {
+            *self.shown,
+            *self.order,
+        }
 
 
 def _names(value: Any, where: str, field: str) -> tuple[str, ...]:
@@ -96,6 +112,13 @@ def _pairs(value: Any, where: str) -> tuple[Pair, ...]:
     return tuple(out)
 
 
+def _matrix_path(name: str, root: Path | None) -> Path:
+    """The file :func:`~seps.ablations.load_matrix` reads for ``name``."""
+    if name.endswith((".yaml", ".yml")):
+        return Path(name)
+    return (root or default_root()) / "matrices" / f"{name}.yaml"
+
+
 def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix]) -> Claim:
     """One checked claim (``matrices``: the matrices loaded so far, by name, extended)."""
     if not isinstance(entry, Mapping) or not isinstance(entry.get("id"), str):
@@ -117,7 +140,15 @@ def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix
             f"field 'protocol': invalid value {p!r}; expected one of {', '.join(DENSE_LABELS)}, "
             "or 'A vs B' of two of them",
         )
+    group = entry.get("group")
+    check(group in (None, *GROUPS), f"field 'group': invalid value {group!r}; allowed: {GROUPS}")
+    extra = sorted(set(entry) & set(GROUP_FIELDS))
+    check(group is not None or not extra, f"field(s) {extra} only for a claim with a 'group'")
+    undefined = []
     for name in (n for n in names if n not in matrices):
+        if group is not None and not _matrix_path(name, root).exists():
+            undefined.append(name)  # a control whose matrix is not written yet
+            continue
         try:
             matrices[name] = load_matrix(name, root)
         except ValueError as exc:
@@ -130,11 +161,18 @@ def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix
     )
     check("runs" in entry or not testable, "missing field 'runs' (only an untestable claim may)")
     pairs = _pairs(entry["runs"], where) if "runs" in entry else ()
-    for name in names:
-        unknown = sorted(
-            {x for p in pairs for x in (p.baseline, *p.variants)}
-            - set(r.id for r in matrices[name].runs)
-        )
+    shown = _names(entry["shown"], where, "shown") if "shown" in entry else ()
+    order = _names(entry["order"], where, "order") if "order" in entry else ()
+    check(not order or len(order) >= 2, "field 'order': expected at least two run ids")
+    at_most = entry.get("baseline_at_most")
+    check(
+        at_most is None
+        or (isinstance(at_most, (int, float)) and not isinstance(at_most, bool) and at_most > 0),
+        f"field 'baseline_at_most': expected a positive number, got {at_most!r}",
+    )
+    named = {x for p in pairs for x in (p.baseline, *p.variants)} | {*shown, *order}
+    for name in (n for n in names if n not in undefined):
+        unknown = sorted(named - set(r.id for r in matrices[name].runs))
         check(
             not unknown,
             f"field 'runs': {', '.join(map(repr, unknown))} not a run of matrix {name!r} "
@@ -157,7 +195,22 @@ def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix
     claim, source = _text(entry, "claim", where), _text(entry, "source", where)
     size = None if size is None else float(size)
     return Claim(
-        entry["id"], claim, source, names, protocols, pairs, direction, size, kind, testable, why
+        entry["id"],
+        claim,
+        source,
+        names,
+        protocols,
+        pairs,
+        direction,
+        size,
+        kind,
+        testable,
+        why,
+        group,
+        shown,
+        order,
+        None if at_most is None else float(at_most),
+        tuple(undefined),
     )
 
 
@@ -186,4 +239,13 @@ def load_claim_file(
     return claims, matrices
 
 
-__all__ = ["CLAIMS_FILE", "DIRECTIONS", "KINDS", "Claim", "ClaimError", "Pair", "load_claim_file"]
+__all__ = [
+    "CLAIMS_FILE",
+    "DIRECTIONS",
+    "GROUPS",
+    "KINDS",
+    "Claim",
+    "ClaimError",
+    "Pair",
+    "load_claim_file",
+]
