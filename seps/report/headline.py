@@ -29,7 +29,7 @@ from .differences import DIRECTIONS, difference_cells, difference_rows
 from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
-from .scorecard import family_of_rows, scorecard_inputs, verdict_counts
+from .scorecard import family_of_rows, paper_rows, scorecard_inputs, verdict_counts
 
 #: The marker lines around the generated block (each alone on its line).
 BEGIN = "<!-- BEGIN GENERATED: headline -->"
@@ -147,6 +147,7 @@ def headline_of(
     Raises ``ValueError`` (one line naming the versions) when the records read come from
     several code versions, unless ``allow_mixed_versions``."""
     rows, used = scorecard_inputs(results_dir, root, allow_mixed_versions=allow_mixed_versions)
+    rows = paper_rows(rows)  # the claims' verdicts; the controls are the scorecard's
     counts = verdict_counts(rows, family_of_rows(rows))
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))

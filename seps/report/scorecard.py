@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from ..store import atomic_write_text
 from ..version import check_versions
 from .blind import BLIND
 from .chance import is_at_chance
-from .claims import DIRECTIONS, Claim, load_claim_file
+from .claims import DIRECTIONS, Claim, ClaimError, load_claim_file
 from .compare import Comparison, Family, compare, family_of
+from .controls import TITLE, controls_section
 from .frozen import frozen_reason
 from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
@@ -191,6 +192,21 @@ def _optimum_row(
     )
 
 
+def _group_cells(
+    claim: Claim, frame: pd.DataFrame, profile: str | None
+) -> tuple[tuple[Cell, ...], tuple[str, ...]]:
+    """A group claim's ``order`` then ``shown`` runs (each once) as cells: mean ± 95% CI of
+    rSum over each run's seeds, no comparison; and the runs of them without a record."""
+    cells, missing = [], []
+    for run in dict.fromkeys((*claim.order, *claim.shown)):
+        side = _by_seed(frame, profile, run)
+        if not side:
+            missing.append(run)
+            continue
+        cells.append(Cell(run, *mean_ci([float(r["rsum"]) for _, r in sorted(side.items())])))
+    return tuple(cells), tuple(missing)
+
+
 def claim_rows(
     claim: Claim, matrices: Mapping[str, Matrix], frames: Mapping[str, pd.DataFrame]
 ) -> list[Row]:
@@ -198,12 +214,25 @@ def claim_rows(
 
     An untestable claim gives one row (its first matrix and protocol). Otherwise, per
     matrix/protocol in order: an optimum gives one row per profile holding any of its
-    cells; an effect one row per (pair, variant, profile holding either side).
+    cells; an effect one row per (pair, variant, profile holding either side). A group
+    claim's (a control's) rows also carry its ``order`` and ``shown`` runs as ``cells``
+    (a run without a record joins ``missing``); a matrix it names that is not defined
+    (:attr:`Claim.undefined`) gives its pairs as rows without records, of a matrix
+    without runs.
     """
     if not claim.testable:
         return [Row(claim, matrices[claim.matrices[0]], claim.protocols[0], None, "")]
     rows: list[Row] = []
     for name, protocol in zip(claim.matrices, claim.protocols, strict=True):
+        if name in claim.undefined:
+            stub = Matrix(name, "", "", (), Path("matrices", f"{name}.yaml"))
+            for pair in claim.pairs:
+                for variant in pair.variants:
+                    missing = (pair.baseline, variant, *claim.order, *claim.shown)
+                    rows.append(
+                        Row(claim, stub, protocol, None, pair.baseline, variant, missing=missing)
+                    )
+            continue
         m, frame = matrices[name], frames[name]
         if claim.kind == "optimum":
             for profile in _profiles(frame, claim.runs()):
@@ -212,10 +241,18 @@ def claim_rows(
         for pair in claim.pairs:
             for variant in pair.variants:
                 for profile in _profiles(frame, (pair.baseline, variant)):
-                    rows.append(
-                        _effect_row(claim, m, protocol, frame, profile, pair.baseline, variant)
-                    )
+                    row = _effect_row(claim, m, protocol, frame, profile, pair.baseline, variant)
+                    if claim.group is not None:
+                        cells, missing = _group_cells(claim, frame, profile)
+                        row = replace(row, cells=cells, missing=(*row.missing, *missing))
+                    rows.append(row)
     return rows
+
+
+def paper_rows(rows: Iterable[Row]) -> list[Row]:
+    """The rows of the claims table: those of claims without a ``group`` (the controls
+    are judged in their own section, :mod:`seps.report.controls`)."""
+    return [r for r in rows if r.claim.group is None]
 
 
 def family_of_rows(rows: Iterable[Row]) -> Family:
@@ -511,13 +548,51 @@ def verdict_counts(rows: Sequence[Row], family: Family | None = None) -> dict[st
     return counts
 
 
+def controls_lines(rows: Sequence[Row]) -> list[str]:
+    """The controls section (:func:`~seps.report.controls.controls_section`) of the
+    control rows among ``rows``, judged with :func:`verdict_of` in their own Holm family."""
+    controls = [r for r in rows if r.claim.group is not None]
+    family = family_of_rows(controls)
+    return controls_section([(r, verdict_of(r, family)) for r in controls], family)
+
+
+def controls_report_section(
+    current: pd.DataFrame,
+    matrix_name: str,
+    out_dir: Path,
+    family: Family,
+    root: Path | None = None,
+) -> tuple[list[str], dict[str, str], None]:
+    """A matrix report's controls section (``sections: [controls]``): the lines of
+    :func:`controls_lines` for the controls of ``<root>/claims.yaml`` that name this
+    matrix, from the report's current records (its completed ones of this matrix, as
+    :func:`matrix_records` reads them), so the report shows what the scorecard shows. The
+    report's ``family`` is not used: the controls are their own family. No plot."""
+    try:
+        claims, matrices = load_claim_file(None, root)
+    except ClaimError as exc:
+        return [f"## {TITLE}", "", f"No controls are judged: {exc}.", ""], {}, None
+    if len(current):
+        current = current[(current["matrix"] == matrix_name) & (current["status"] == "done")]
+    frames = {matrix_name: current.reset_index(drop=True)}
+    rows = []
+    for c in (c for c in claims if c.group is not None and matrix_name in c.matrices):
+        i = c.matrices.index(matrix_name)
+        own = replace(c, matrices=(matrix_name,), protocols=(c.protocols[i],))
+        rows += claim_rows(own, matrices, frames)
+    return controls_lines(rows), {}, None
+
+
 def render_scorecard(
     rows: Sequence[Row], used: pd.DataFrame, impacts: Mapping[str, str] | None = None
 ) -> str:
-    """The scorecard's markdown: ``rows`` (:func:`claim_rows` of every claim, in order)
-    judged in one Holm family, ``used`` the records they read (for the preamble),
-    ``impacts`` seed 004's impact per difference id (e.g. ``large (>3%)``)."""
+    """The scorecard's markdown: ``rows`` (:func:`claim_rows` of every claim, in order):
+    the controls first (:func:`controls_lines`), then the claims' rows judged in one Holm
+    family; ``used`` the records they read (for the preamble), ``impacts`` seed 004's
+    impact per difference id (e.g. ``large (>3%)``)."""
     impacts = impacts or {}
+    controls = controls_lines(rows)
+    rows = paper_rows(rows)
     family = family_of_rows(rows)
     several = len({r.profile for r in rows if r.profile is not None}) > 1
     table, seen = [], set()
@@ -541,6 +616,7 @@ def render_scorecard(
         [
             *preamble(used, family),
             *frozen_note(rows),
+            *controls,
             "## Claims",
             "",
             f"{len(seen)} claims in {len(rows)} rows: {summary}.",
@@ -625,7 +701,8 @@ def scorecard_inputs(
     allow_mixed_versions: bool = False,
 ) -> tuple[list[Row], pd.DataFrame]:
     """The scorecard's rows (:func:`claim_rows` of every claim of ``<root>/claims.yaml`` or
-    ``claims_path``, in order) and the records they read, from ``results_dir``.
+    ``claims_path``, in order, the controls' among them: :func:`paper_rows` leaves those
+    out) and the records they read, from ``results_dir``.
 
     Refuses (``ValueError``) a malformed claims file and records of several code versions
     unless ``allow_mixed_versions``."""
@@ -649,6 +726,9 @@ __all__ = [
     "Row",
     "check_overwritable",
     "claim_rows",
+    "controls_lines",
+    "controls_report_section",
+    "paper_rows",
     "render_scorecard",
     "scorecard_inputs",
     "verdict_counts",
