@@ -59,7 +59,7 @@ RESULT_NEUTRAL_TRAIN_FIELDS = ("workers", "keep_optimizer")
 
 #: Extra report sections a matrix may ask for (``sections: [...]``), rendered by
 #: :data:`seps.report.SECTIONS`.
-REPORT_SECTIONS = ("differences", "loss-study", "protocols")
+REPORT_SECTIONS = ("controls", "differences", "loss-study", "protocols")
 
 
 class AblationError(ValueError):

@@ -40,21 +40,26 @@ from .prose import (
 )
 from .protocols import protocol_comparisons, protocol_section
 from .records import current_records, load_results, machines_line, profiles, runs_of
+from .scorecard import controls_report_section
 from .summary import summarise_current, summary_comparisons, with_family
 
 
 class Section(NamedTuple):
     """An extra section of a report: ``comparisons(current records)`` lists the paired
     tests it will print (they join the report's family); ``render(current records,
-    matrix name, report folder, family) -> (markdown lines, plots, plotted series)``."""
+    matrix name, report folder, family) -> (markdown lines, plots, plotted series)``,
+    also given ``root=`` (the definitions folder) when ``needs_root``."""
 
     comparisons: Callable[[pd.DataFrame], list[Comparison]]
-    render: Callable[[pd.DataFrame, str, Path, Family], tuple[list[str], Any, Any]]
+    render: Callable[..., tuple[list[str], Any, Any]]
+    needs_root: bool = False
 
 
 #: Extra sections a matrix asks for with ``sections: [...]`` (see
 #: :data:`seps.ablations.REPORT_SECTIONS`).
 SECTIONS: dict[str, Section] = {
+    # The scorecard's controls (claims.yaml, group: controls): their own Holm family.
+    "controls": Section(lambda current: [], controls_report_section, needs_root=True),
     "differences": Section(difference_comparisons, difference_section),
     "loss-study": Section(loss_study_comparisons, loss_study_section),
     "protocols": Section(protocol_comparisons, protocol_section),
@@ -269,8 +274,10 @@ def write_report(
     plots = _write_plots(data, out_dir, figures)
     collapse_plot = _write_collapse_plot(data, out_dir)
     extra: list[str] = []
-    for section in matrix.sections:
-        lines, _, _ = SECTIONS[section].render(data.current, matrix.name, out_dir, data.family)
+    for name in matrix.sections:
+        section = SECTIONS[name]
+        where = {"root": root} if section.needs_root else {}
+        lines, _, _ = section.render(data.current, matrix.name, out_dir, data.family, **where)
         extra += lines
     path = out_dir / f"{matrix.name}.md"
     atomic_write_text(path, render_report(data, figures, claims, plots, extra, collapse_plot))
