@@ -36,7 +36,7 @@ def prebuild_pretraining(cfg: TrainConfig, *, progress: bool = True) -> None:
     """Build ``cfg.pretrain``'s backbones if they are not cached (no-op when the run has
     no pretraining recipe), with :func:`build_checked`."""
     if cfg.pretrain is not None:
-        build_checked(cfg.pretrain, progress=progress)
+        build_checked(cfg.pretrain_build, progress=progress)
 
 
 def build_checked(name: str, root: str | Path | None = None, *, progress: bool = True) -> Path:

@@ -227,6 +227,8 @@ def pretrain_fingerprint(folder: str | Path | None) -> str | None:
     h = hashlib.sha256()
     for name in _WEIGHT_FILES:
         path = root / name
+        if name == "projections.safetensors" and not path.is_file():
+            continue  # a unimodal build keeps no projections (seps.train.unimodal)
         h.update(name.encode() + b"\0")
         with path.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):

@@ -273,7 +273,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     with LoadWatch() as watch:  # what else ran while this run was timed
         _train_into(record, p)
     record[LOAD_FIELD] = {**watch.summary(), "covers": covers}
-    stamp(record, cfg.pretrain)  # the CPU and pretrained weights, which decide the bits too
+    stamp(record, cfg.pretrain_build)  # the CPU and pretrained weights, which decide the bits too
     record["wall_seconds"] = time.perf_counter() - t0
     atomic_write_json(record_path(results, p), record, fault_point="record_write")
     return record
@@ -464,7 +464,7 @@ def run_matrix(
         say(stale_message(matrix.name, len(stale), rerun_stale=rerun_stale))
     # Once per recipe, before any run seeds itself and outside every run's clock, for
     # both backends (see seps.prebuild for why); a bad recipe stops here, before training.
-    recipes = {g[0].train_cfg.pretrain: g[0].train_cfg for g in groups.values()}
+    recipes = {g[0].train_cfg.pretrain_build: g[0].train_cfg for g in groups.values()}
     for cfg in recipes.values():
         prebuild_pretraining(cfg, progress=progress)
     n_todo = sum(len(g) for g in groups.values())

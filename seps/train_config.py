@@ -177,6 +177,11 @@ class TrainConfig:
         "pretraining recipe whose backbones and tokenizer the run starts from (see "
         "`seps-bench pretrain --help`); built once, cached under data/pretrained",
     )
+    pretrain_builds: int = doc(
+        1,
+        "builds of the pretraining recipe the seeds are spread over: seed s starts from "
+        "build s mod N (build 0 is the recipe itself, build b its copy with seeds moved by b)",
+    )
     backbone: str = doc(
         "tiny-vit",
         "tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
@@ -323,6 +328,7 @@ class TrainConfig:
                 ", ".join(DENSE_SOURCES),
             ),
             ("dense_noise", 0.0 <= self.dense_noise <= MAX_NOISE, f"in [0, {MAX_NOISE}]"),
+            ("pretrain_builds", self.pretrain_builds >= 1, "a count >= 1"),
             ("on_nonfinite", self.on_nonfinite in NONFINITE_POLICIES, "skip, stop"),
             ("precision", self.precision in PRECISIONS, ", ".join(PRECISIONS)),
             (
@@ -367,9 +373,26 @@ class TrainConfig:
         return self.seed if self.synth_seed is None else self.synth_seed
 
     @property
+    def pretrain_build(self) -> str | None:
+        """The pretraining build this run starts from (None without ``pretrain``): the
+        recipe name for build 0, ``"<recipe>@<b>"`` for build ``b = seed mod
+        pretrain_builds`` (`seps.train.pretrain.recipe` reads it). Runs of one seed share
+        a build, so a paired comparison is made within a build, and seeds spread over the
+        builds put the build-to-build spread into the interval."""
+        if self.pretrain is None:
+            return None
+        return build_name(self.pretrain, self.seed % self.pretrain_builds)
+
+    @property
     def eval_protocol(self) -> str:
         """The dense-caption protocol of evaluation (``eval_dense_source`` or the training one)."""
         return self.eval_dense_source or self.dense_source
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def build_name(recipe: str, build: int) -> str:
+    """The name of build ``build`` of pretraining recipe ``recipe``: the name itself for
+    build 0, else ``"<recipe>@<build>"``."""
+    return recipe if build == 0 else f"{recipe}@{build}"

@@ -69,14 +69,16 @@ from ..encoders import build_image_encoder, build_text_encoder
 from ..selection import split_cls_token
 from ..store import RunLock, atomic_write_json, clean_stale_temps
 from ..text import load_tokenizer
-from ..train_config import TrainConfig
+from ..train_config import TrainConfig, build_name
 from ..version import source_hash
 from .data import build_tokenizer, load, prepare_data_dir, split_tensors
 from .run_environment import environment, seed_everything
+from .unimodal import train_unimodal
 
 __all__ = [
     "RECIPES",
     "PretrainRecipe",
+    "build_name",
     "ensure_pretrained",
     "pretrained_dir",
     "recipe",
@@ -120,12 +122,21 @@ class PretrainRecipe:
     # The share of patch tokens each step's late interaction sees (token_subset); 1 is
     # every token. A quarter: see the module docstring.
     keep_tokens: float = 0.25
+    # "contrastive" (the module docstring) or "unimodal" (`seps.train.unimodal`: per-patch
+    # scene attributes for the image backbone, masked language modelling for the text one;
+    # no cross-modal loss, no projections saved).
+    objective: str = "contrastive"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep_tokens <= 1.0:
             raise ValueError(
                 f"pretraining recipe field 'keep_tokens': {self.keep_tokens!r}; expected a "
                 "share in (0, 1]"
+            )
+        if self.objective not in ("contrastive", "unimodal"):
+            raise ValueError(
+                f"pretraining recipe field 'objective': {self.objective!r}; expected "
+                "contrastive or unimodal"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,6 +151,20 @@ RECIPES: dict[str, PretrainRecipe] = {
             "on a random quarter of each image's patch tokens"
         ),
     ),
+    "uni-48": PretrainRecipe(
+        description=(
+            "tiny ViT (48 px, 36 patches) trained to name each grid cell's object and the "
+            "background, tiny BERT trained by masked language modelling, each alone, on a "
+            "separate 20,000-image synthetic draw; no cross-modal loss, no projections kept"
+        ),
+        objective="unimodal",
+        synth_seed=2_000_003,
+        steps=2500,
+        batch_size=128,
+        lr=1e-3,
+        dense_share=0.25,
+        keep_tokens=1.0,
+    ),
 }
 
 #: The modules whose code determines a pretraining's result (hashed into its key).
@@ -152,17 +177,28 @@ _SOURCES = (
     "data/layout.py",
     "train/data.py",
     "train/pretrain.py",
+    "train/unimodal.py",
 )
 
 
 def recipe(name: str) -> PretrainRecipe:
-    """The recipe ``name`` or a ``ValueError`` that lists the known ones."""
-    if name not in RECIPES:
+    """The recipe ``name`` or a ``ValueError`` that lists the known ones.
+
+    ``"<recipe>@<b>"`` is build ``b`` of the recipe: the same recipe with its seed and its
+    draw's seed moved by ``b`` (another initialisation, batch order and set of scenes),
+    so that the builds of one recipe sample what a build can come out as.
+    """
+    base, _, build = name.partition("@")
+    if base not in RECIPES or (build and not (build.isdigit() and int(build) > 0)):
         raise ValueError(
             f"train config field 'pretrain': unknown recipe {name!r}; known: "
-            f"{', '.join(sorted(RECIPES))}"
+            f"{', '.join(sorted(RECIPES))} (build b > 0 of one: '<recipe>@<b>')"
         )
-    return RECIPES[name]
+    r = RECIPES[base]
+    if not build:
+        return r
+    b = int(build)
+    return dataclasses.replace(r, seed=r.seed + b, synth_seed=r.synth_seed + 7919 * b)
 
 
 def recipe_key(name: str) -> str:
@@ -286,6 +322,13 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
     split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer)
     img_enc = build_image_encoder(r.backbone, r.embed_size, image_size=r.image_size)
     txt_enc = build_text_encoder(r.text_backbone, r.embed_size, len(tokenizer))
+    if r.objective == "unimodal":
+        curve, seconds = train_unimodal(
+            r, split, tokenizer, img_enc, txt_enc, seed=r.synth_seed, progress=progress
+        )
+        final = {k: sum(c[k] for c in curve[-5:]) / len(curve[-5:]) for k in ("vision", "text")}
+        _save(name, folder, r, img_enc, txt_enc, tokenizer, curve, seconds, final, data_dir)
+        return
     params = list(img_enc.parameters()) + list(txt_enc.parameters())
     opt = torch.optim.AdamW(params, lr=r.lr, weight_decay=r.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, r))
@@ -324,7 +367,23 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
         curve.append({"step": step, "loss": float(loss.detach())})
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
     seconds = time.perf_counter() - t0
+    final_loss = sum(c["loss"] for c in curve[-50:]) / len(curve[-50:])
+    _save(name, folder, r, img_enc, txt_enc, tokenizer, curve[::10], seconds, final_loss, data_dir)
 
+
+def _save(
+    name: str,
+    folder: Path,
+    r: PretrainRecipe,
+    img_enc: Any,
+    txt_enc: Any,
+    tokenizer: Any,
+    curve: list[dict[str, float]],
+    seconds: float,
+    final_loss: Any,
+    data_dir: Path,
+) -> None:
+    """Write the build into a private folder and rename it into place (``meta.json`` last)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temps(folder.parent, recursive=False)
     tmp = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
@@ -333,11 +392,14 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
     try:
         state = {k: v.contiguous() for k, v in img_enc.visual_encoder.state_dict().items()}
         save_file(state, str(tmp / "vision.safetensors"))
-        projections = {
-            **{f"vision_proj.{k}": v for k, v in img_enc.vision_proj.state_dict().items()},
-            **{f"fc.{k}": v for k, v in txt_enc.fc.state_dict().items()},
-        }
-        save_file({k: v.contiguous() for k, v in projections.items()}, str(tmp / PROJECTIONS))
+        if r.objective == "contrastive":  # a unimodal build has no joint space to keep
+            projections = {
+                **{f"vision_proj.{k}": v for k, v in img_enc.vision_proj.state_dict().items()},
+                **{f"fc.{k}": v for k, v in txt_enc.fc.state_dict().items()},
+            }
+            save_file(
+                {k: v.contiguous() for k, v in projections.items()}, str(tmp / PROJECTIONS)
+            )
         txt_enc.bert.save_pretrained(tmp / "text")
         tokenizer.save_pretrained(tmp / "tokenizer")
         # Only the fingerprint matters to a run; the loss curve is kept every 10 steps.
@@ -348,8 +410,8 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
                 "key": folder.name.rsplit("-", 1)[-1],
                 "values": r.to_dict(),
                 "train_seconds": seconds,
-                "final_loss": sum(c["loss"] for c in curve[-50:]) / len(curve[-50:]),
-                "curve": curve[::10],
+                "final_loss": final_loss,
+                "curve": curve,
                 "data": str(data_dir),
                 "environment": environment(),
             },
@@ -365,6 +427,8 @@ def load_projections(model: torch.nn.Module, folder: str | Path) -> bool:
     return whether they were loaded (False: the run keeps fresh projections)."""
     from safetensors.torch import load_file
 
+    if not (Path(folder) / PROJECTIONS).is_file():  # a unimodal build: fresh projections
+        return False
     saved = load_file(str(Path(folder) / PROJECTIONS))
     targets = {"vision_proj": model.img_enc.vision_proj, "fc": model.txt_enc.fc}
     for name, module in targets.items():
@@ -397,6 +461,6 @@ def pretrained_parts(cfg: TrainConfig) -> tuple[str, str, Any]:
                 f"train config field {field!r}: must be unset with pretrain={cfg.pretrain!r} "
                 "(the recipe provides the weights and the tokenizer)"
             )
-    folder = ensure_pretrained(cfg.pretrain, progress=cfg.progress)
+    folder = ensure_pretrained(cfg.pretrain_build, progress=cfg.progress)  # type: ignore[arg-type]
     tokenizer = load_tokenizer(str(folder / "tokenizer"))
     return str(folder / "vision.safetensors"), str(folder / "text"), tokenizer
