@@ -169,8 +169,16 @@ def _other(options: Sequence[str], current: str, rng: np.random.Generator) -> st
     return rest[rng.integers(len(rest))]
 
 
+#: Grammar v2 (`seps.data.synth`), drawn after everything above: how each described
+#: object's position is stated (its cell, only its row, only its column, not at all) and
+#: how often its size is, and how many relation sentences are written.
+V2_POSITION_P = {"cell": 0.3, "row": 0.2, "col": 0.2, "none": 0.3}
+V2_SIZE_STATED_P = 0.5
+V2_RELATIONS_P = (0.5, 0.5)  # P(0), P(1) relation sentences
+
+
 def perturb_scene(
-    scene: Scene, p: float, rng: np.random.Generator
+    scene: Scene, p: float, rng: np.random.Generator, grammar: str = "v1"
 ) -> tuple[Scene, DenseStyle, NoiseCounts]:
     """The described scene, the wording and the counts of one noisy dense caption.
 
@@ -178,6 +186,8 @@ def perturb_scene(
         scene: the (stated) scene the caption is about; its objects in reading order.
         p: noise level in ``[0, MAX_NOISE]``.
         rng: the caption's noise generator.
+        grammar: ``"v2"`` adds the vague positions and sizes of grammar v2 (module
+            docstring); ``"v1"`` draws nothing more.
 
     Returns:
         ``(described, style, counts)``: ``described`` holds the objects to describe, in the
@@ -244,6 +254,18 @@ def perturb_scene(
         background_sentence=with_bg,
         fillers=int(rng.integers(3)) + (not with_bg) + (len(described) == 1),
     )
+    if grammar == "v2":  # vaguer positions and sizes, fewer relations (module docstring)
+        m = len(described)
+        how = list(V2_POSITION_P)
+        style = replace(
+            style,
+            positions=tuple(
+                how[k] for k in rng.choice(len(how), size=m, p=list(V2_POSITION_P.values()))
+            ),
+            sizes=tuple(bool(x) for x in rng.random(m) < V2_SIZE_STATED_P),
+            relations=int(rng.choice(len(V2_RELATIONS_P), p=V2_RELATIONS_P)),
+            fillers=style.fillers + 1,  # the vaguer sentences are shorter
+        )
     n_mis = int(misnamed.sum())
     counts = NoiseCounts(
         real_objects=n,
