@@ -6,15 +6,18 @@ give away; these two numbers bracket them and any pixel model:
 - **Oracle**: a matcher that reads each gallery image's *true scene* (`seps.data.synth`
   draws it as ``sample_scene(np.random.default_rng([seed, image id]))``, the first draws
   of a fresh generator per global image id, so :func:`split_scenes` rebuilds it from the
-  set's ``meta.json`` and ``{split}_ids.txt`` without the images). It scores caption
-  ``j`` against image ``i`` 1 when the scene is consistent with everything the caption
-  states and 0 otherwise: each named object (shape; colour, size and cell when named) is
-  a distinct object of the scene, a stated relation ("above and to the left of") holds
-  between the two named objects, the background kind (and colour when named) is the
-  scene's, and a stated count holds ("Two shapes", "Just a ..." = 1, "... and some other
-  shapes" >= 2, "... and more shapes" / "among other shapes" >= 3). "next to" states
+  set's ``meta.json`` and ``{split}_ids.txt`` without the images). A scene is
+  *consistent* with a caption when it holds everything the caption states: each named
+  object (shape; colour, size and cell when named) is a distinct object of the scene, a
+  stated relation ("above and to the left of") holds between the two named objects, the
+  background kind (and colour when named) is the scene's, and a stated count holds ("Two
+  shapes", "Just a ..." = 1, "... and some other shapes" >= 2, "... and more shapes" /
+  "among other shapes" >= 3). "next to" states
   nothing. The captions are parsed with the phrases of both sparse grammars
-  (`seps.data.captions`, v1 and v2).
+  (`seps.data.captions`, v1 and v2). Score of image ``i`` for caption ``j``
+  (:func:`oracle_scores`): 1 / (number of gallery images consistent with caption ``j``)
+  when image ``i`` is one of them, else 0 -- the posterior that ``i`` is the image the
+  caption was written for when every consistent image is equally likely.
 - **Ties**: every consistent image scores the same, and `seps.metrics` resolves exact ties
   in favour of the positive, which would credit the oracle with ranks it cannot tell
   apart. :func:`oracle_sims` adds 1e-6 times a fixed pseudo-random number (seed 0), as
@@ -25,6 +28,13 @@ give away; these two numbers bracket them and any pixel model:
 - **Chance**: :func:`chance_recalls`, the expected recalls of a uniformly random ranking
   (R@K = K / n images for text-to-image; 1 - C(5n - 5, K) / C(5n, K) for image-to-text
   with 5 captions per image), in percent like `seps.metrics.recall_at_k`.
+
+Why 1 / (number of consistent images) and not 1/0: with 1/0 scores an image's own captions
+tie with every caption its scene is consistent with (about 95 on v1), so image-to-text
+R@1 falls to 7 and the "oracle" (rSum 274 on v1) sits below the vocabulary-aware text
+matcher (315). Scoring by the posterior ranks a caption that only few scenes fit above a
+vague one; it leaves text-to-image unchanged. Measured (1,000-image test splits of
+10,000-image sets, seeds 0 / 1): v1 471 / 472, v2 570 / 571; chance 3.2.
 """
 
 from __future__ import annotations

@@ -184,3 +184,18 @@ def test_oracle_ranks_between_chance_and_perfect(tmp_path: Path) -> None:
     caps, scenes = split_scenes(out, "train")
     rsum = expected_recalls(oracle_scores(caps, scenes))["rsum"]
     assert chance_recalls(len(scenes))["rsum"] * 5 < rsum < 600
+
+
+def test_report_puts_chance_and_oracle_beside_the_text_only_matcher() -> None:
+    import pandas as pd
+
+    from seps.report.prose import _text_only_lines
+
+    df = pd.DataFrame(
+        [["standard", 0, 300.0, 3.2, 570.0], ["standard", 1, 310.0, 3.2, 571.0]],
+        columns=["profile", "seed", "text_only_rsum", "chance_rsum", "oracle_rsum"],
+    )
+    (line,) = _text_only_lines(df)
+    assert "chance (random ranking) rSum 3.2" in line and "scene oracle" in line
+    (old,) = _text_only_lines(df[["profile", "seed", "text_only_rsum"]])
+    assert "oracle" not in old  # records made before seps.oracle

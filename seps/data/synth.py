@@ -44,6 +44,13 @@ differ only in the dense captions of the hallucinated images. ``meta.json`` coun
 the kinds per split. This whole-caption hallucination is independent of the dense-caption
 noise above (which, on a hallucinated image, perturbs the stated scene).
 
+Grammar v2 (opt-in, ``grammar="v2"``; default ``"v1"`` writes exactly what it wrote
+before, ``meta.json`` included): distinct, Flickr-length sparse captions
+(`seps.data.captions`, "Sparse captions, grammar v2") and dense captions that state
+positions and sizes vaguely or not at all (`seps.data.noise`); the dense captions always
+go through the noise model (``dense_noise=0`` then only adds the vagueness). Images do not
+depend on the grammar. ``meta.json`` records ``args.grammar`` when it is not ``"v1"``.
+
 Statistics (default arguments: ``n_images=5000, seed=0, image_size=64``)
 -----------------------------------------------------------------------
 Words are whitespace-separated tokens (so the final " ." of a sparse caption
