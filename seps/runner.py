@@ -215,6 +215,8 @@ def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
             error=None,
             traceback=None,
             **{k: result[k] for k in RESULT_FIELDS},
+            # headroom beside text_only_rsum (seps.oracle); absent from older results
+            **{k: result.get(k) for k in ("chance_rsum", "oracle_rsum")},
         )
         if result.get("movement") is not None:  # seps.train.movement
             record["movement"] = result["movement"]

@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from .data.captions import GRAMMARS
 from .data.noise import MAX_NOISE
 from .data.synth import DEFAULT_DENSE_NOISE
 from .devices import valid_device_name
@@ -45,6 +46,8 @@ KEY_OMITTED_AT_DEFAULT = (
     "augment_whole_word",
     "workers",
     "keep_optimizer",
+    "grammar",
+    "pretrain_builds",
 )
 
 
@@ -162,6 +165,12 @@ class TrainConfig:
         DEFAULT_DENSE_NOISE,
         "MLLM-like noise of the synthetic dense captions: hallucinated share of object "
         "mentions, with omissions and attribute errors scaled to it (0: perfect captions)",
+    )
+    grammar: str = doc(
+        "v1",
+        "caption grammar of the synthetic set: v1 (the original) or v2 (distinct, "
+        "Flickr-length sparse captions; dense captions with vague positions and sizes)",
+        choices=GRAMMARS,
     )
     train_split: str = "train"
     eval_split: str = "test"
@@ -329,6 +338,7 @@ class TrainConfig:
             ),
             ("dense_noise", 0.0 <= self.dense_noise <= MAX_NOISE, f"in [0, {MAX_NOISE}]"),
             ("pretrain_builds", self.pretrain_builds >= 1, "a count >= 1"),
+            ("grammar", self.grammar in GRAMMARS, ", ".join(GRAMMARS)),
             ("on_nonfinite", self.on_nonfinite in NONFINITE_POLICIES, "skip, stop"),
             ("precision", self.precision in PRECISIONS, ", ".join(PRECISIONS)),
             (

@@ -99,10 +99,13 @@ def test_text_only_command_prints_the_recalls(tmp_path: Path, capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["rsum"] == 600.0
     assert main(["text-only", "--data-path", str(root)]) == 0
-    title, header, _, row = capsys.readouterr().out.splitlines()
+    title, header, _, row, chance, note = capsys.readouterr().out.splitlines()
     assert title.startswith("bm25 text-only matcher") and "2 images" in title
     assert header.split("|")[-2].strip() == "rsum"
     assert row.split("|")[-2].strip() == "600.0"
+    # beside it, chance (and no scene oracle: not a synthetic set)
+    assert chance.split("|")[1].strip() == "chance" and note.startswith("chance: ")
+    assert out["chance_rsum"] == pytest.approx(499.6, abs=0.1) and out["oracle_rsum"] is None
 
 
 def test_text_only_command_names_a_missing_file_in_one_line(tmp_path: Path, capsys) -> None:

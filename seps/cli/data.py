@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..data.captions import GRAMMARS
 from ..data.synth import DEFAULT_DENSE_NOISE, generate_synthetic
 from .options import deprecated_alias
 
@@ -44,6 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     synth.add_argument(
+        "--grammar",
+        choices=GRAMMARS,
+        default="v1",
+        help="caption grammar: v1 (default, as before) or v2 (distinct, Flickr-length sparse "
+        "captions; dense captions with vague positions and sizes)",
+    )
+    synth.add_argument(
         "--splits", default="0.8,0.1,0.1", help="train,dev,test fractions (default 0.8,0.1,0.1)"
     )
     synth.add_argument("--name", default="synth", help="dataset name used in file names")
@@ -66,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         image_size=args.image_size,
         hallucination=args.hallucination,
         dense_noise=args.dense_noise,
+        grammar=args.grammar,
         splits=splits,
         name=args.name,
     )

@@ -1,7 +1,8 @@
 """The ``seps-bench text-only`` subcommand: what the dense captions alone give away.
 
-Dispatches to :func:`seps.lexical.text_only_recalls`; this file holds only the command
-line (arguments, output format, exit status).
+Dispatches to :func:`seps.lexical.text_only_recalls`, and prints beside it the headroom
+of `seps.oracle` (chance; the scene oracle on a synthetic set); this file holds only the
+command line (arguments, output format, exit status).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import json
 
 from tabulate import tabulate
 
+from ..data.layout import load_split
 from ..lexical import text_only_recalls
+from ..oracle import chance_recalls, expected_recalls, oracle_scores, scenes_of, synthetic_seed
 from ..report.records import RECALLS
 
 _COLUMNS = (*RECALLS, "rsum")
@@ -47,13 +50,30 @@ def run(args: argparse.Namespace) -> int:
     out = text_only_recalls(
         args.data_path, args.split, name=args.name, matcher=args.matcher, k1=args.k1, b=args.b
     )
+    # The headroom beside it: chance, and on a synthetic set the scene-reading oracle.
+    data = load_split(args.data_path, args.split, args.name, dense_per="image", check_images=False)
+    seed = synthetic_seed(args.data_path)
+    chance = chance_recalls(data.n_images, data.n_captions // data.n_images)
+    oracle = None
+    if seed is not None:
+        scores = oracle_scores(data.captions, scenes_of(seed, data.image_ids))
+        oracle = expected_recalls(scores, data.n_captions // data.n_images)
     if args.json:
-        print(json.dumps(out, sort_keys=True))
+        bounds = {"chance_rsum": chance["rsum"], "oracle_rsum": oracle and oracle["rsum"]}
+        print(json.dumps({**out, **bounds}, sort_keys=True))
         return 0
     print(
         f"{args.matcher} text-only matcher, {args.data_path} split {args.split!r}, "
         f"{int(out['images'])} images (no pixels read)"
     )
-    cells = [[f"{out[k]:.1f}" for k in _COLUMNS]]
-    print(tabulate(cells, headers=_COLUMNS, tablefmt="github", disable_numparse=True))
+    rows = [(args.matcher, out), ("chance", chance)]
+    if oracle is not None:
+        rows.append(("scene oracle", oracle))
+    cells = [[name, *(f"{r[k]:.1f}" for k in _COLUMNS)] for name, r in rows]
+    print(tabulate(cells, headers=("", *_COLUMNS), tablefmt="github", disable_numparse=True))
+    print(
+        "chance: expected recalls of a random ranking; scene oracle (synthetic sets only): "
+        "reads each image's true scene, scores the images consistent with the caption by "
+        "1 / their number, expected recalls over random order within ties (seps.oracle)"
+    )
     return 0

@@ -44,6 +44,13 @@ differ only in the dense captions of the hallucinated images. ``meta.json`` coun
 the kinds per split. This whole-caption hallucination is independent of the dense-caption
 noise above (which, on a hallucinated image, perturbs the stated scene).
 
+Grammar v2 (opt-in, ``grammar="v2"``; default ``"v1"`` writes exactly what it wrote
+before, ``meta.json`` included): distinct, Flickr-length sparse captions
+(`seps.data.captions`, "Sparse captions, grammar v2") and dense captions that state
+positions and sizes vaguely or not at all (`seps.data.noise`); the dense captions always
+go through the noise model (``dense_noise=0`` then only adds the vagueness). Images do not
+depend on the grammar. ``meta.json`` records ``args.grammar`` when it is not ``"v1"``.
+
 Statistics (default arguments: ``n_images=5000, seed=0, image_size=64``)
 -----------------------------------------------------------------------
 Words are whitespace-separated tokens (so the final " ." of a sparse caption
@@ -79,7 +86,13 @@ from typing import Any
 import numpy as np
 
 from ..store import clean_stale_temps
-from .captions import CAPTIONS_PER_IMAGE, dense_caption, hallucinate, sparse_captions
+from .captions import (
+    CAPTIONS_PER_IMAGE,
+    GRAMMARS,
+    dense_caption,
+    hallucinate,
+    sparse_captions,
+)
 from .noise import MAX_NOISE, NOISE_STREAM, NoiseCounts, clean_counts, perturb_scene, summarize
 from .scenes import (
     BACKGROUND_COLOURS,
@@ -155,6 +168,7 @@ def generate_synthetic(
     splits: Sequence[float] = (0.8, 0.1, 0.1),
     name: str = "synth",
     dense_noise: float = DEFAULT_DENSE_NOISE,
+    grammar: str = "v1",
 ) -> Path:
     """Render a synthetic dataset into ``out_dir`` in the official layout; return its path.
 
@@ -177,6 +191,9 @@ def generate_synthetic(
             (`seps.data.noise`: about ``p`` of the object mentions hallucinated, small
             objects omitted with probability ``min(2p, 0.5)``, wrong attributes with
             probability ``p / 2``, varied wording); 0 writes the plain captions.
+        grammar: ``"v1"`` (default: the captions of generator version 1.1, byte for byte)
+            or ``"v2"``: distinct, Flickr-length sparse captions and dense captions with
+            vague positions and sizes (module docstring, "Grammar v2").
 
     Image ``i`` of the whole set (train first, then dev, then test) has id ``str(i)``.
     See `seps.data.captions` for the grammars and the module docstring for the statistics.
@@ -189,6 +206,8 @@ def generate_synthetic(
         raise ValueError(f"hallucination must be in [0, 1], got {hallucination}")
     if not 0.0 <= dense_noise <= MAX_NOISE:
         raise ValueError(f"dense_noise must be in [0, {MAX_NOISE}], got {dense_noise}")
+    if grammar not in GRAMMARS:
+        raise ValueError(f"grammar: expected one of {', '.join(GRAMMARS)}, got {grammar!r}")
     if not name or any(ch in name for ch in "/\\") or name != name.strip():
         raise ValueError(f"invalid dataset name {name!r}")
     sizes = _split_sizes(n_images, splits)
@@ -205,7 +224,9 @@ def generate_synthetic(
     out = target.parent / f".{target.name}.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
     try:
-        _render_into(out, sizes, seed, image_size, hallucination, splits, name, dense_noise)
+        _render_into(
+            out, sizes, seed, image_size, hallucination, splits, name, dense_noise, grammar
+        )
         try:
             os.rename(out, target)  # onto a missing or empty folder: atomic
         except OSError:
@@ -235,6 +256,7 @@ def _render_into(
     splits: Sequence[float],
     name: str,
     dense_noise: float,
+    grammar: str = "v1",
 ) -> None:
     """Write every file of the set into ``out`` (``meta.json`` last)."""
     n_images = sum(sizes)
@@ -262,15 +284,17 @@ def _render_into(
             file_name = f"{name}_{gid:06d}.png"
             image.save(img_dir / file_name, format="PNG")
             id_mapping[str(gid)] = file_name
-            caps.extend(sparse_captions(scene, rng))
+            caps.extend(sparse_captions(scene, rng, grammar=grammar))
             ids.extend([str(gid)] * CAPTIONS_PER_IMAGE)
             stated = scene
             if local in hall_set:
                 stated, info = hallucinate(scene, np.random.default_rng([seed, gid, 1]))
                 kinds[info["kind"]] += 1
-            if dense_noise > 0:
+            if dense_noise > 0 or grammar != "v1":
                 noise_rng = np.random.default_rng([seed, gid, NOISE_STREAM])
-                described, style, counts = perturb_scene(stated, dense_noise, noise_rng)
+                described, style, counts = perturb_scene(
+                    stated, dense_noise, noise_rng, grammar=grammar
+                )
                 dense.append(dense_caption(described, noise_rng, style))
             else:  # the plain caption, drawn from the image's generator as in version 1.0
                 dense.append(dense_caption(stated, rng))
@@ -310,6 +334,8 @@ def _render_into(
             "splits": list(splits),
             "name": name,
             "dense_noise": float(dense_noise),
+            # written only when not v1, so that v1 sets stay byte-identical
+            **({"grammar": grammar} if grammar != "v1" else {}),
         },
         "vocabulary": {
             "shapes": list(SHAPES),

@@ -166,15 +166,31 @@ def _text_only_lines(cur: pd.DataFrame) -> list[str]:
     groups = list(known.groupby(profiles.fillna(""), sort=True))
     lines = []
     for profile, sub in groups:
-        mean, half, n = mean_ci(sub.drop_duplicates("seed")["text_only_rsum"].tolist())
+        per_seed = sub.drop_duplicates("seed")
+        mean, half, n = mean_ci(per_seed["text_only_rsum"].tolist())
         where = f" (profile {code(profile)})" if len(groups) > 1 else ""
         lines.append(
             f"- **text-only matcher**{where} (`seps.baselines`: the sparse caption's words "
             f"against each gallery image's dense caption, no pixels; what the dense captions "
             f"alone give away under `candidate`): rSum {fmt_ci(mean, half, n)} over {n} test "
-            "split(s)"
+            f"split(s){_headroom(per_seed)}"
         )
     return lines
+
+
+def _headroom(per_seed: pd.DataFrame) -> str:
+    """ "; chance ..., scene oracle ..." for the text-only line, from the records that
+    carry them (`seps.oracle`; records made before it carry neither)."""
+    parts = []
+    for col, label in (
+        ("chance_rsum", "chance (random ranking)"),
+        ("oracle_rsum", "scene oracle (`seps.oracle`: reads the true scenes, the ceiling "
+         "the sparse captions allow)"),
+    ):  # fmt: skip
+        if col in per_seed and not per_seed[col].isna().all():
+            mean, half, n = mean_ci(per_seed[col].dropna().tolist())
+            parts.append(f"{label} rSum {fmt_ci(mean, half, n)}")
+    return "; beside it, " + ", ".join(parts) if parts else ""
 
 
 # ---------------------------------------------------------------------------- results

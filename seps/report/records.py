@@ -159,6 +159,9 @@ def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str,
         eval_dense_source=eval_dense_of(rec),
         # The test split's text-only matcher (seps.baselines), a reference, not a metric.
         text_only_rsum=rec.get("text_only_rsum"),
+        # ... and its headroom: chance and the scene-reading oracle (seps.oracle).
+        chance_rsum=rec.get("chance_rsum"),
+        oracle_rsum=rec.get("oracle_rsum"),
         # Timed while other work ran (seps.machine_load); None: not sampled.
         busy=was_busy(rec),
         torch=env.get("torch"),

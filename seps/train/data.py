@@ -37,10 +37,12 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 def synthetic_path(cfg: TrainConfig) -> Path:
     """Where the synthetic set of ``cfg`` lives: ``data_path`` (a complete set there is
     used as it is), or a folder named after everything that determines its content
-    (size, draw, dense-caption noise, generator code), so a default folder is never
-    reused for other settings."""
+    (size, draw, dense-caption noise, caption grammar when not v1: ``-gr2``, generator
+    code), so a default folder is never reused for other settings."""
+    grammar = "" if cfg.grammar == "v1" else f"-gr{cfg.grammar.removeprefix('v')}"
     default = (
-        f"data/synth-{cfg.synth_images}-s{cfg.data_seed}-dn{cfg.dense_noise:g}-g{data_version()}"
+        f"data/synth-{cfg.synth_images}-s{cfg.data_seed}-dn{cfg.dense_noise:g}{grammar}"
+        f"-g{data_version()}"
     )
     return Path(cfg.data_path or default)
 
@@ -104,7 +106,11 @@ def prepare_data_dir(cfg: TrainConfig) -> Path:
     path = check_data_dir(cfg)
     if cfg.dataset == "synthetic" and not is_synthetic_dir(path):
         generate_synthetic(
-            path, n_images=cfg.synth_images, seed=cfg.data_seed, dense_noise=cfg.dense_noise
+            path,
+            n_images=cfg.synth_images,
+            seed=cfg.data_seed,
+            dense_noise=cfg.dense_noise,
+            grammar=cfg.grammar,
         )
     return path
 

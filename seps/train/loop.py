@@ -57,6 +57,7 @@ from ..model import (
     freeze_first_layers,
     parameter_groups,
 )
+from ..oracle import headroom
 from ..precision import autocast, grad_scaler
 from ..store import atomic_write_json
 from ..text import tokenizer_hash
@@ -581,11 +582,15 @@ def finish(
     # What the test split's dense captions give away without pixels: the rSum of a word
     # matcher of each caption against every image's dense caption (seps.baselines; it
     # knows the synthetic vocabulary only).
+    # Beside it, the headroom (seps.oracle): chance, and the scene-reading oracle's rSum.
     text_only = None
+    bounds: dict[str, float | None] = {"chance_rsum": None, "oracle_rsum": None}
     if cfg.dataset == "synthetic":
         sims = text_only_sims(eval_split.data.captions, eval_split.data.dense)
         cpi = eval_split.data.n_captions // eval_split.data.n_images
         text_only = recall_at_k(sims, cpi)["rsum"]
+        data = eval_split.data
+        bounds = headroom(data_dir, data.captions, data.image_ids)
     result = {
         "metrics": metrics,
         "dense_source": cfg.dense_source,
@@ -594,6 +599,7 @@ def finish(
         "eval_split": cfg.eval_split,
         "eval_images": eval_split.data.n_images,
         "text_only_rsum": text_only,
+        **bounds,
         "history": state.history,
         "movement": meter.result(state.history) if meter is not None else None,
         "nonfinite_steps": state.nonfinite_steps,
