@@ -36,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
     check_in_force()
     folder = build_checked(args.recipe, args.root, progress=not args.no_progress)
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    print(
-        f"{args.recipe}: {folder} (trained in {meta['train_seconds']:.0f} s, "
-        f"final loss {meta['final_loss']:.3f})"
+    final = meta["final_loss"]  # one number, or one per objective (a unimodal build)
+    losses = (
+        ", ".join(f"{k} {v:.3f}" for k, v in final.items())
+        if isinstance(final, dict)
+        else f"{final:.3f}"
     )
+    print(f"{args.recipe}: {folder} (trained in {meta['train_seconds']:.0f} s, final loss {losses})")
     return 0
