@@ -79,7 +79,7 @@ def test_negative_control_order_is_seeded():
 
 def test_bad_presentation_order_is_refused():
     head = _head("laps")
-    img, cap, lens, dense, dlens, c2i = _split()
+    img, cap, lens, _, _, c2i = _split()
     bad = (torch.zeros(img.shape[0], dtype=torch.long), torch.arange(cap.shape[0]))
     with pytest.raises(ValueError, match="present_order"):
         similarity_matrix(head, img, cap, lens, None, None, caption_to_image=c2i, present_order=bad)
@@ -150,7 +150,7 @@ def test_random_evaluation_prior_is_a_function_of_the_pair():
 
 def test_selection_control_needs_its_prior_and_learned_refuses_one():
     img, cap, lens, *_ = _split(n_img=2, cpi=2)
-    with pytest.raises(ValueError, match="'selection'.*selection_prior"):
+    with pytest.raises(ValueError, match=r"'selection'.*selection_prior"):
         _head("laps", selection="random").eval()(img, cap, lens)
     with pytest.raises(ValueError, match="selection_prior"):
         _head("laps").eval()(img, cap, lens, selection_prior=torch.zeros(2, 4, N))
@@ -218,7 +218,7 @@ def test_oracle_table_reproduces_the_synthetic_scenes(tmp_path):
 
 
 def test_oracle_on_a_real_dataset_is_one_line_naming_the_field():
-    with pytest.raises(ValueError, match="config field 'selection'.*synthetic") as exc:
+    with pytest.raises(ValueError, match=r"config field 'selection'.*synthetic") as exc:
         selection_prior_fn("oracle", 196, 0, dataset="f30k", data_dir=None)
     assert "\n" not in str(exc.value)
 
