@@ -39,7 +39,7 @@ from .ablation_index import (  # noqa: F401
     packaged_root,
     profile_summaries,
 )
-from .config import PRESETS, SEPSConfig, get_config
+from .config import HEAD_KEY_OMITTED_AT_DEFAULT, PRESETS, SEPSConfig, get_config
 from .data_fingerprint import data_fingerprint, resolved_path
 from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
 
@@ -459,7 +459,8 @@ def resolve(
 def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = ()) -> str:
     """Hash of the fully resolved configs (without where/how fields and ``exclude``).
 
-    Fields added after the first records (:data:`KEY_OMITTED_AT_DEFAULT`) count only
+    Fields added after the first records (:data:`KEY_OMITTED_AT_DEFAULT`, and
+    :data:`seps.config.HEAD_KEY_OMITTED_AT_DEFAULT` of the head) count only
     when set to something other than their default, so stored keys stay valid. A dataset
     in the official layout (not ``synthetic``) counts by what it is, not how it was
     named (:func:`_data_identity`); synthetic runs hash their fields as written.
@@ -475,7 +476,13 @@ def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = (
     }
     if train_cfg.dataset != "synthetic" and train_cfg.data_path:
         t.update(_data_identity(train_cfg, exclude))
-    blob = json.dumps({"head": head.to_dict(), "train": t}, sort_keys=True, default=list)
+    head_defaults = {f.name: f.default for f in dataclasses.fields(SEPSConfig)}
+    h = {
+        k: v
+        for k, v in head.to_dict().items()
+        if not (k in HEAD_KEY_OMITTED_AT_DEFAULT and v == head_defaults[k])
+    }
+    blob = json.dumps({"head": h, "train": t}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -60,7 +60,17 @@ FIELD_HELP: dict[str, str] = {
     "ratio_bins": "number of keep-ratio classes of ratio_criterion=ce",
     "ratio_ce_temperature": "sharpness of the ce ratio classifier, in bin widths",
     "infonce_temperature": "temperature of align_loss=infonce",
+    "selection": "which patches are kept (a control; the count is the learned decision's): "
+    "learned (the head's score), random (uniform per pair), oracle (the patches of the "
+    "objects the caption names; synthetic data only)",
 }
+
+#: Values of ``selection`` (not in :data:`CHOICES`: a control of the controls matrix,
+#: not a switch of SPEC.md; any value but ``learned`` needs a ``selection_prior``).
+SELECTIONS: tuple[str, ...] = ("learned", "random", "oracle")
+#: Head fields added after records were first stored: run keys hash them only when they
+#: differ from their default (:func:`seps.ablations.config_key`).
+HEAD_KEY_OMITTED_AT_DEFAULT: tuple[str, ...] = ("selection",)
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,10 @@ class SEPSConfig:
     ratio_ce_temperature: float = 0.1
     align_loss: str = "triplet"
     infonce_temperature: float = 0.05
+    # Controls matrix (docs/controls.md): which K patches are kept, the count unchanged.
+    # ``learned`` is the head of SPEC.md; ``random`` and ``oracle`` need the caller's
+    # ``selection_prior`` (seps.controls) and a decision with a fixed count K.
+    selection: str = "learned"
 
     def __post_init__(self) -> None:
         validate(self)
@@ -215,6 +229,17 @@ def validate(cfg: SEPSConfig) -> None:
         )
     if cfg.margin < 0:
         raise ValueError(f"config field 'margin': invalid value {cfg.margin!r}; allowed: >= 0")
+    if cfg.selection not in SELECTIONS:
+        raise ValueError(
+            f"config field 'selection': invalid value {cfg.selection!r}; "
+            f"allowed: {', '.join(SELECTIONS)}"
+        )
+    if cfg.selection != "learned" and cfg.decision == "gumbel_per_patch":
+        raise ValueError(
+            f"config field 'selection': invalid value {cfg.selection!r} with decision "
+            "'gumbel_per_patch' (its keep count varies); allowed: learned, or decision "
+            "topk / gumbel_topk"
+        )
 
 
 #: The preset registry: name -> (one-line description, field values).
@@ -310,7 +335,9 @@ def parse_override(text: str) -> tuple[str, Any]:
 __all__ = [
     "CHOICES",
     "FIELD_HELP",
+    "HEAD_KEY_OMITTED_AT_DEFAULT",
     "PRESETS",
+    "SELECTIONS",
     "SEPSConfig",
     "apply_overrides",
     "get_config",

@@ -42,6 +42,7 @@ Reports must state which ``dense_source`` produced each number.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -156,6 +157,8 @@ def similarity_matrix(
     seed: int = 0,
     device: torch.device | str | None = None,
     progress: bool = False,
+    present_order: tuple[Tensor, Tensor] | None = None,
+    selection_prior: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """Similarities of every test image with every test caption under ``dense_source``.
 
@@ -179,6 +182,17 @@ def similarity_matrix(
         device: where the shards are computed; default the device of the head's first
             parameter, or CPU for a head without parameters.
         progress: show a tqdm bar over the (text shard, image shard) blocks.
+        present_order: ``(image_perm (n_images,), caption_perm (n_caps,))``: the order in
+            which images (with their dense captions) and captions are presented to the
+            head (``eval_permute``, the negative control of :mod:`seps.controls`). Which
+            dense caption a pair uses is decided in the original order first, so every
+            protocol scores every pair with the same inputs; the matrix is returned in the
+            original order. Each pair is scored independently, so the result is the same
+            (the head's chunks and padding differ; every pair's value is computed by the
+            same operations).
+        selection_prior: ``prior(image_idx (V,), caption_idx (T,)) -> (V, T, N)`` in the
+            original indices of the block: passed to the head as ``selection_prior``
+            (a selection control, :mod:`seps.controls`); None for ``learned``.
 
     Returns:
         ``(n_images, n_caps)`` float32 tensor on the CPU; ``sims[v, t]`` scores image
@@ -208,6 +222,21 @@ def similarity_matrix(
     elif needs_dense and dense_source == "shuffled":
         dense_index = shuffle_permutation(n_img, seed)[c2i]
     per_image = needs_dense and dense_source == "candidate"
+    img_order = torch.arange(n_img)
+    cap_order = torch.arange(n_cap)
+    if present_order is not None:
+        img_order, cap_order = (o.long().cpu() for o in present_order)
+        for order, n in ((img_order, n_img), (cap_order, n_cap)):
+            if not torch.equal(torch.sort(order).values, torch.arange(n)):
+                raise ValueError(
+                    "present_order: expected a permutation of the images and one of the captions"
+                )
+        img_embs, cap_embs, cap_lens = img_embs[img_order], cap_embs[cap_order], cap_lens[cap_order]
+        if dense_index is not None:
+            dense_index = dense_index[cap_order]
+        if per_image:
+            assert dense_embs is not None and dense_lens is not None
+            dense_embs, dense_lens = dense_embs[img_order], dense_lens[img_order]
 
     out = torch.empty(n_img, n_cap, dtype=torch.float32)
     n_blocks = -(-n_img // image_shard) * -(-n_cap // text_shard)
@@ -234,18 +263,26 @@ def similarity_matrix(
                     for v0 in range(0, n_img, image_shard):
                         v1 = min(v0 + image_shard, n_img)
                         img = img_embs[v0:v1].to(dev)
+                        kw: dict[str, Any] = {}
+                        if selection_prior is not None:
+                            prior = selection_prior(img_order[v0:v1], cap_order[t0:t1])
+                            kw["selection_prior"] = prior.to(dev)
                         if per_image:
                             assert dense_embs is not None and dense_lens is not None
                             d, d_lens = dense_embs[v0:v1].to(dev), dense_lens[v0:v1].to(dev)
-                            s = head(img, cap, lens, d, d_lens, dense_per_image=True)
+                            s = head(img, cap, lens, d, d_lens, dense_per_image=True, **kw)
                         else:
-                            s = head(img, cap, lens, long_cap, long_lens)
+                            s = head(img, cap, lens, long_cap, long_lens, **kw)
                         out[v0:v1, t0:t1] = s.float().cpu()
                         bar.update(1)
     finally:
         for m, flag in flags.items():
             m.training = flag
         bar.close()
+    if present_order is not None:  # back to the original order
+        back = torch.empty_like(out)
+        back[img_order[:, None], cap_order[None, :]] = out
+        out = back
     return out
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +42,7 @@ from .chunking import (
     texts_per_image,
 )
 from .config import SEPSConfig, get_config, keep_count
+from .controls import control_score
 from .head_inputs import check_inputs
 from .kernels import Kernel, KernelOps, get_kernel
 from .reference import loop_forward, per_image_calls
@@ -103,6 +104,18 @@ def _global64(t: TextBatch) -> Tensor:
     if is_expanded(t):
         return text_global(t.raw[:1].double(), t.lens[:1]).expand(t.raw.shape[0], -1)
     return text_global(t.raw.double(), t.lens)
+
+
+def _control_mask(
+    selection: str, prior: Tensor, topk: Callable[[Tensor, int], Tensor]
+) -> Callable[[Tensor, int], Tensor]:
+    """``mask_fn(score, k)`` of a selection control: the top-``k`` of
+    :func:`seps.controls.control_score` of ``prior`` and the learned ``score``."""
+
+    def mask_fn(score: Tensor, k: int) -> Tensor:
+        return topk(control_score(selection, prior, score.detach()), k).to(score.dtype)
+
+    return mask_fn
 
 
 class SEPSHead(nn.Module):
@@ -202,6 +215,7 @@ class SEPSHead(nn.Module):
         long_cap_lens: Tensor | None = None,
         *,
         dense_per_image: bool = False,
+        selection_prior: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """Similarities of every image with every text.
 
@@ -217,10 +231,19 @@ class SEPSHead(nn.Module):
         (:func:`per_image_calls`, which the ``loop`` implementation runs), with the
         per-image work (its caption's guidance, selection and, where the dense branch
         reads nothing else, its alignment) done once per image instead of per text.
+
+        ``selection_prior (B_v, B_t, N)``: required by, and only by, the selection
+        controls (``config.selection`` ``random`` or ``oracle``, :mod:`seps.controls`):
+        every branch keeps, of each pair, as many patches as its decision keeps, those of
+        the highest :func:`seps.controls.control_score` (the prior; under ``oracle`` with
+        the learned score as tie-break). The learned score still weights the extra token
+        and the straight-through part of D. ``learned`` (the default) runs exactly the
+        head of SPEC.md.
         """
         check_inputs(
             self.config, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens, dense_per_image
         )
+        self._check_prior(selection_prior, img_embs, cap_embs)
         if not self.config.uses_dense:
             long_cap_embs = long_cap_lens = None
         inputs = (img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
@@ -228,7 +251,32 @@ class SEPSHead(nn.Module):
             if dense_per_image and long_cap_embs is not None:
                 return per_image_calls(functools.partial(loop_forward, self), *inputs)
             return loop_forward(self, *inputs)
-        return self.batched_forward(*inputs, dense_per_image=dense_per_image)
+        return self.batched_forward(
+            *inputs, dense_per_image=dense_per_image, selection_prior=selection_prior
+        )
+
+    def _check_prior(self, prior: Tensor | None, img_embs: Tensor, cap_embs: Tensor) -> None:
+        """One-line ``ValueError`` unless ``prior`` fits ``config.selection``."""
+        sel = self.config.selection
+        if sel == "learned":
+            if prior is not None:
+                raise ValueError(
+                    "selection_prior: given, but config field 'selection' is 'learned'"
+                )
+            return
+        n = img_embs.shape[1] - (1 if has_cls_token(img_embs.shape[1]) else 0)
+        want = (img_embs.shape[0], cap_embs.shape[0], n)
+        if prior is None or tuple(prior.shape) != want:
+            got = None if prior is None else tuple(prior.shape)
+            raise ValueError(
+                f"config field 'selection' = {sel!r} needs selection_prior of shape {want}, "
+                f"got {got}"
+            )
+        if self.kernel.reference:
+            raise ValueError(
+                f"config field 'selection' = {sel!r}: not supported by impl 'loop'; use the "
+                "batched kernels"
+            )
 
     def batched_forward(
         self,
@@ -238,6 +286,7 @@ class SEPSHead(nn.Module):
         long_cap_embs: Tensor | None,
         long_cap_lens: Tensor | None,
         dense_per_image: bool = False,
+        selection_prior: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """The batched implementation (every ``impl`` but ``loop``, with its op set).
 
@@ -273,7 +322,13 @@ class SEPSHead(nn.Module):
         noise = self._draw_noise(st.x, b_v, b_t, n, dense_per_image)
         units = self._units(texts, n)
         runs = None
-        if not self.training and not torch.is_grad_enabled() and "dense" in texts:
+        # A selection prior is per text: no dense-caption deduplication.
+        if (
+            not self.training
+            and not torch.is_grad_enabled()
+            and "dense" in texts
+            and selection_prior is None
+        ):
             runs = (
                 (torch.zeros(b_t, dtype=torch.long, device=st.x.device), None)
                 if dense_per_image
@@ -281,7 +336,7 @@ class SEPSHead(nn.Module):
             )
         dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
         if not dedupe:
-            return self._run(st, texts, units, cfg.branches, noise)
+            return self._run(st, texts, units, cfg.branches, noise, selection_prior)
         rep, first = runs  # type: ignore[misc]
         dense = texts["dense"]
         uniq = {"dense": dense if first is None else TextBatch(dense.raw[first], dense.lens[first])}
@@ -351,6 +406,7 @@ class SEPSHead(nn.Module):
         units: list[_Unit],
         branches: tuple[str, ...],
         noise: dict[str, tuple[Tensor, ...]],
+        prior: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """Selections of ``branches`` and the similarities of ``units`` for every
         image and every text of ``texts``.
@@ -370,8 +426,9 @@ class SEPSHead(nn.Module):
         chunk = self.text_chunk_size or self._auto_chunk(n, texts, {u.words for u in units})
         chunk = math.ceil(b_t / math.ceil(b_t / chunk))  # equal chunks: no tiny last one
         inv = None
-        # Training keeps the given order: its Gumbel draws and masks are indexed by text.
-        if not self.training and chunk < b_t:
+        # Training keeps the given order: its Gumbel draws and masks are indexed by text,
+        # and so is a selection prior.
+        if not self.training and chunk < b_t and prior is None:
             reuse = self._reusing()
             order = order_by_length if reuse is None else reuse.order
             ordered = order(texts, {u.words for u in units})
@@ -396,7 +453,8 @@ class SEPSHead(nn.Module):
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
         for v0 in range(0, b_v, block):
             vs = slice(v0, min(v0 + block, b_v))
-            sel = self._select_block(vs, st, branches, glob, noise, ops, texts, b_t)
+            pv = None if prior is None else prior[vs]
+            sel = self._select_block(vs, st, branches, glob, noise, ops, texts, b_t, pv)
             for b in branches:
                 mask_blocks[b].append(sel[b][1])
             # pieces[b][k][i][c]: part k of branch b for image v0 + i and text chunk c.
@@ -496,12 +554,14 @@ class SEPSHead(nn.Module):
         ops: KernelOps,
         texts: dict[str, TextBatch],
         b_t: int,
+        prior: Tensor | None = None,
     ) -> dict[str, tuple[Tensor, Tensor, Tensor, Tensor]]:
         """Steps 3-5 for images ``vs`` and every text: per branch ``(keep, D, weight,
         extra_weights)``, each ``(V, B_t, N)``. A per-image caption guides with one
         ``(V, 1, N)`` row per image; a branch that reads nothing per text then decides
         once per image, expanded over the texts (noise-free decisions of equal scores
-        are equal)."""
+        are equal). ``prior (V, B_t, N)``: the selection control's prior (see
+        :meth:`forward`): the hard mask keeps the top of its control score instead."""
         cfg = self.config
         s_im = st.s_im[vs]
         with torch.no_grad():
@@ -523,9 +583,12 @@ class SEPSHead(nn.Module):
                 sp = st.s_p[b]
                 score = selector.score(s_im, guide[b], s_other, None if sp is None else sp[vs])
                 nz = tuple(g[vs] for g in noise[b])
-                if nz and score.shape[1] != b_t:  # each pair draws its own noise
-                    score = score.expand(-1, b_t, -1)
-                keep, decision, weight = selector.decide(score, nz, ops.topk_mask)
+                if (nz or prior is not None) and score.shape[1] != b_t:
+                    score = score.expand(-1, b_t, -1)  # each pair draws its own noise / prior
+                mask_fn = ops.topk_mask
+                if prior is not None:
+                    mask_fn = _control_mask(cfg.selection, prior, ops.topk_mask)
+                keep, decision, weight = selector.decide(score, nz, mask_fn)
                 parts = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
                 out[b] = tuple(p.expand(-1, b_t, -1) for p in parts)  # type: ignore[assignment]
         return out

@@ -87,9 +87,12 @@ class SEPSModel(nn.Module):
         long_cap_lens: Tensor | None = None,
         *,
         dense_per_image: bool = False,
+        selection_prior: Tensor | None = None,
     ) -> Any:
         """The head on already-encoded embeddings (see :class:`SEPSHead`; with
-        ``dense_per_image`` the dense captions are one per image)."""
+        ``dense_per_image`` the dense captions are one per image; ``selection_prior``
+        for a selection control, :mod:`seps.controls`)."""
+        kw = {} if selection_prior is None else {"selection_prior": selection_prior}
         return self.cross_net(
             img_embs,
             cap_embs,
@@ -97,6 +100,7 @@ class SEPSModel(nn.Module):
             long_cap_embs,
             long_cap_lens,
             dense_per_image=dense_per_image,
+            **kw,
         )
 
 

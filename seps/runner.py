@@ -76,7 +76,14 @@ from .version import VERSION_KEY, code_version
 #: Fields that only change the evaluation, so runs differing in them share a training.
 #: Fields that change only the evaluation: runs that differ in nothing else share one
 #: training. ``dense_source`` is not one of them: it decides the pairing in training too.
-EVAL_ONLY_FIELDS = ("eval_dense_source", "eval_split", "eval_text_shard", "eval_image_shard")
+EVAL_ONLY_FIELDS = (
+    "eval_dense_source",
+    "eval_split",
+    "eval_text_shard",
+    "eval_image_shard",
+    "eval_sim_noise",
+    "eval_permute",
+)
 
 
 @dataclass(frozen=True)

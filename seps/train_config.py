@@ -48,6 +48,8 @@ KEY_OMITTED_AT_DEFAULT = (
     "keep_optimizer",
     "grammar",
     "pretrain_builds",
+    "eval_sim_noise",
+    "eval_permute",
 )
 
 
@@ -313,6 +315,20 @@ class TrainConfig:
         "bf16 or fp16 autocast (fp16 with loss scaling); evaluation runs in fp32",
         choices=PRECISIONS,
     )
+    # Controls of the controls matrix (seps.controls, docs/controls.md): test-split
+    # evaluation only (never the per-epoch validation), so that runs differing only in
+    # them share one training (seps.runner.EVAL_ONLY_FIELDS).
+    eval_sim_noise: float = doc(
+        0.0,
+        "planted effect: add i.i.d. Gaussian noise of this std to the test similarity matrix "
+        "before ranking (a private generator seeded by --seed); a deliberately damaged "
+        "variant of known size for the controls matrix (0: off)",
+    )
+    eval_permute: bool = doc(
+        False,
+        "negative control: present the test images and captions to the scorer in a seeded "
+        "random order and map the similarities back before ranking (metrics must not change)",
+    )
     eval_text_shard: int = 512
     eval_image_shard: int = 128
     out_dir: str = doc("runs/default", "run folder (checkpoints, result.json)", flag="--out")
@@ -362,6 +378,7 @@ class TrainConfig:
                 "0 (keep all) or >= 2",
             ),
             ("workers", self.workers >= 0, ">= 0"),
+            ("eval_sim_noise", 0.0 <= self.eval_sim_noise < float("inf"), ">= 0 and finite"),
             ("val_images", self.val_images >= 0, ">= 0"),
             ("image_size", self.image_size >= 8, ">= 8"),
         ]

@@ -20,7 +20,7 @@ from seps.ablations import (
     resolve,
 )
 from seps.cli import main
-from seps.config import get_config
+from seps.config import HEAD_KEY_OMITTED_AT_DEFAULT, SEPSConfig, get_config
 from seps.overrides import apply_sets, parse_set
 from seps.run_plan import model_size
 from seps.runner import plan, record_path
@@ -292,7 +292,13 @@ def _key_before_data_identity(train_cfg, head) -> str:
         if k not in NON_SEMANTIC_TRAIN_FIELDS
         and not (k in KEY_OMITTED_AT_DEFAULT and v == defaults[k])
     }
-    blob = json.dumps({"head": head.to_dict(), "train": t}, sort_keys=True, default=list)
+    # Head fields added since (``selection``) did not exist then: absent at their default.
+    h = {
+        k: v
+        for k, v in head.to_dict().items()
+        if not (k in HEAD_KEY_OMITTED_AT_DEFAULT and v == getattr(SEPSConfig(), k))
+    }
+    blob = json.dumps({"head": h, "train": t}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -42,5 +42,6 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(final, dict)
         else f"{final:.3f}"
     )
-    print(f"{args.recipe}: {folder} (trained in {meta['train_seconds']:.0f} s, final loss {losses})")
+    seconds = meta["train_seconds"]
+    print(f"{args.recipe}: {folder} (trained in {seconds:.0f} s, final loss {losses})")
     return 0

@@ -141,7 +141,9 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     - only dense-caption settings differ and neither head reads a dense caption
       (``dense_fusion="none"``);
     - only settings that act through training differ and neither run trains anything
-      (no trainable parameter, lr 0 or no step).
+      (no trainable parameter, lr 0 or no step);
+    - ``train.eval_permute`` (the negative control of :mod:`seps.controls`): the same
+      pairs scored in another order, mapped back before ranking.
 
     The reasons found are joined with ``"; "`` in that order.
     """
@@ -164,6 +166,9 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     if training and not _trains(base) and not _trains(variant):
         reasons.append("nothing trains, so a switch that only acts through training cannot act")
         left -= training
+    if "train.eval_permute" in left:
+        reasons.append("eval_permute scores the same pairs in another order (negative control)")
+        left.discard("train.eval_permute")
     return "; ".join(reasons) if reasons and not left else None
 
 

@@ -106,6 +106,7 @@ class TrainStep(torch.nn.Module):
         dense_in: Tensor | None,
         dense_lens_local: Tensor | None,
         dense_lens: Tensor | None,
+        selection_prior: Tensor | None = None,
     ) -> Any:
         m = self.model
         img = m.project_images(img_in) if self.frozen else m.encode_images(img_in)
@@ -114,7 +115,8 @@ class TrainStep(torch.nn.Module):
         dense = None
         if dense_in is not None and dense_lens_local is not None:
             dense = self._gather(self._text(dense_in, dense_lens_local).float())
-        return m(img, cap, cap_lens, dense, dense_lens, dense_per_image=self.per_image_dense)
+        kw = {} if selection_prior is None else {"selection_prior": selection_prior}
+        return m(img, cap, cap_lens, dense, dense_lens, dense_per_image=self.per_image_dense, **kw)
 
 
 def data_parallel(step: TrainStep, d: Dist, device: torch.device) -> torch.nn.Module:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..controls import add_sim_noise, presentation_order, selection_prior_fn
 from ..evaluate import evaluate_retrieval, similarity_matrix
 from ..faults import kill_point
 from ..model import SEPSModel
+from ..selection import has_cls_token
 from ..train_config import TrainConfig
 from .data import SplitTensors, keep_first_tokens
 
@@ -74,10 +76,31 @@ def evaluate_model(
     dense_source: str | None = None,
     feats: dict[str, Tensor] | None = None,
     progress: bool = False,
+    controls: bool = True,
 ) -> dict[str, float]:
-    """Recall metrics of ``model`` on ``split`` under a dense-caption protocol."""
+    """Recall metrics of ``model`` on ``split`` under a dense-caption protocol.
+
+    ``controls``: apply the evaluation controls of ``cfg`` (``eval_permute``,
+    ``eval_sim_noise``; :mod:`seps.controls`). The test-split evaluation does; the
+    per-epoch validation passes False, so that its history does not depend on them. The
+    head's ``selection`` control applies in both (it is part of the model).
+    """
     emb = encode_split(model, split, device, feats)
     kill_point("eval")
+    d = split.data
+    n_patches = emb["img"].shape[1] - (1 if has_cls_token(emb["img"].shape[1]) else 0)
+    prior = selection_prior_fn(
+        model.config.selection,
+        n_patches,
+        cfg.seed,
+        dataset=cfg.dataset,
+        data_dir=d.data_dir,
+        image_ids=d.image_ids,
+        captions=d.captions,
+    )
+    order = None
+    if controls and cfg.eval_permute:
+        order = presentation_order(d.n_images, len(d.captions), cfg.seed)
     sims = similarity_matrix(
         model.cross_net,
         emb["img"],
@@ -92,7 +115,11 @@ def evaluate_model(
         seed=cfg.seed,
         device=device,
         progress=progress,
+        present_order=order,
+        selection_prior=prior,
     )
+    if controls and cfg.eval_sim_noise:
+        sims = add_sim_noise(sims, cfg.eval_sim_noise, cfg.seed)
     bad = int((~torch.isfinite(torch.as_tensor(sims))).sum())
     if bad:  # a check only: the metrics of finite similarities are computed as before
         raise NonFiniteSimilaritiesError(bad, int(torch.as_tensor(sims).numel()))

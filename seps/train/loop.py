@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from ..baselines import text_only_sims
 from ..config import SEPSConfig
+from ..controls import oracle_prior, oracle_table, step_generator
 from ..evaluate import shuffle_permutation
 from ..faults import kill_point
 from ..interrupts import check_stop, stop_on_sigterm, stop_requested
@@ -262,6 +263,16 @@ def _train(
         for m in (model.img_enc.visual_encoder, model.txt_enc.bert):
             m.requires_grad_(False)
     train_split = split_tensors(cfg, load(cfg, data_dir, cfg.train_split), tokenizer, train=True)
+    # Selection controls (seps.controls): the oracle's scene table of the training split.
+    oracle = None
+    if seps_cfg.selection == "oracle":
+        if cfg.dataset != "synthetic":
+            raise ValueError(
+                f"config field 'selection': oracle needs the synthetic dataset (scene "
+                f"layouts), got dataset {cfg.dataset!r}"
+            )
+        d = train_split.data
+        oracle = oracle_table(d.data_dir, d.image_ids, d.captions, seps_cfg.num_patches)
     val_split, val_protocol = None, cfg.dense_source
     if dist.main:  # rank 0 validates
         val_split, val_protocol = validation_split(cfg, data_dir, tokenizer, seps_cfg.uses_dense)
@@ -437,6 +448,12 @@ def _train(
                 if dense_in is not None and dlens is not None:
                     dense_in, dlens_local = dense_in.to(device), dlens[local].to(device)
                     dlens = dlens.to(device)
+                prior = None  # a selection control's (B, B, N) prior
+                if seps_cfg.selection == "random":
+                    shape = (len(imgs), len(caps), seps_cfg.num_patches)
+                    prior = torch.rand(shape, generator=step_generator(cfg.seed, epoch, i))
+                elif oracle is not None:
+                    prior = oracle_prior(oracle, torch.tensor(imgs), torch.tensor(caps))
                 sims, masks = step(
                     img_in.to(device),
                     cap_in.to(device),
@@ -445,6 +462,7 @@ def _train(
                     dense_in,
                     dlens_local,
                     dlens,
+                    None if prior is None else prior.to(device),
                 )
                 alpha = i / n_batches if (cfg.warmup and epoch == 0) else 1.0
                 loss = criterion(
@@ -524,7 +542,13 @@ def _train(
             # eval_dense_source only) must share its history too.
             try:
                 rec["val"] = evaluate_model(
-                    model, val_split, device, cfg, dense_source=val_protocol, feats=val_feats
+                    model,
+                    val_split,
+                    device,
+                    cfg,
+                    dense_source=val_protocol,
+                    feats=val_feats,
+                    controls=False,
                 )
             except NonFiniteSimilaritiesError as exc:
                 where = {"epoch": epoch, "phase": "validation"}
