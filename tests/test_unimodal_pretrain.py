@@ -99,3 +99,25 @@ def test_seeds_are_spread_over_the_builds_by_their_remainder():
 def test_an_unknown_objective_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="'objective'"):
         pretrain.PretrainRecipe(description="x", objective="clip")
+
+
+def test_an_unknown_text_objective_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="'text_objective'"):
+        pretrain.PretrainRecipe(description="x", objective="unimodal", text_objective="clm")
+
+
+def test_the_text_objective_changes_the_text_weights_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folders = {}
+    for name, objective in (("plain", "mlm"), ("every", "mlm-all")):
+        monkeypatch.setitem(
+            pretrain.RECIPES,
+            name,
+            make_tiny_recipe(objective="unimodal", keep_tokens=1.0, text_objective=objective),
+        )
+        folders[name] = tmp_path / name
+        pretrain._build(name, folders[name], progress=False)
+    vision = [load_file(str(f / "vision.safetensors")) for f in folders.values()]
+    text = [load_file(str(f / "text" / "model.safetensors")) for f in folders.values()]
+    assert all(torch.equal(vision[0][k], vision[1][k]) for k in vision[0])
+    assert any(not torch.equal(text[0][k], text[1][k]) for k in text[0])

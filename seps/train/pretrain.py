@@ -126,12 +126,20 @@ class PretrainRecipe:
     # scene attributes for the image backbone, masked language modelling for the text one;
     # no cross-modal loss, no projections saved).
     objective: str = "contrastive"
+    # Unimodal only: "mlm" (BERT's loss, masked pieces only) or "mlm-all" (a loss at every
+    # real position; `seps.train.unimodal`).
+    text_objective: str = "mlm"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep_tokens <= 1.0:
             raise ValueError(
                 f"pretraining recipe field 'keep_tokens': {self.keep_tokens!r}; expected a "
                 "share in (0, 1]"
+            )
+        if self.text_objective not in ("mlm", "mlm-all"):
+            raise ValueError(
+                f"pretraining recipe field 'text_objective': {self.text_objective!r}; "
+                "expected mlm or mlm-all"
             )
         if self.objective not in ("contrastive", "unimodal"):
             raise ValueError(
@@ -154,12 +162,14 @@ RECIPES: dict[str, PretrainRecipe] = {
     "uni-48": PretrainRecipe(
         description=(
             "tiny ViT (48 px, 36 patches) trained to name each grid cell's object and the "
-            "background, tiny BERT trained by masked language modelling, each alone, on a "
-            "separate 20,000-image synthetic draw; no cross-modal loss, no projections kept"
+            "background, tiny BERT trained by masked language modelling with a loss at "
+            "every position, each alone, on a separate 20,000-image synthetic draw; no "
+            "cross-modal loss, no projections kept"
         ),
         objective="unimodal",
+        text_objective="mlm-all",
         synth_seed=2_000_003,
-        steps=2500,
+        steps=1500,
         batch_size=128,
         lr=1e-3,
         dense_share=0.25,
