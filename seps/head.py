@@ -381,7 +381,7 @@ class SEPSHead(nn.Module):
             glob = {k: self._global64(t) for k, t in texts.items() if k in self._guides(branches)}
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in units):
-            gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
+            gram_rows = self._gram_rows(st)
         cls_cols = {}
         if st.cls_n is not None:
             budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
@@ -422,6 +422,10 @@ class SEPSHead(nn.Module):
         if not self.training:
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
+
+    def _gram_rows(self, st: _ImageState) -> tuple[Tensor, ...]:
+        """The Gram matrix ``x x^T`` ``(N, N)`` of each image (per-image work)."""
+        return torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)
 
     def _units(self, texts: dict[str, TextBatch], n: int) -> list[_Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2)."""
@@ -558,7 +562,7 @@ class SEPSHead(nn.Module):
             n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
             if not use_gram(m, n, n_c, c, unit.kept):
                 gram = None  # this chunk's captions are long enough for the direct order
-        if self.aggregation is not None and gram is not None and unit.kept is not None:
+        if self.aggregation is not None and unit.kept is not None:
             b = unit.branches[0]
             agg = KeptWeights.from_keep(img.exp_logits[b][v], sel[b][0])
         elif self.aggregation is not None:
