@@ -279,18 +279,31 @@ class SEPSHead(nn.Module):
                 if dense_per_image
                 else dense_runs(texts["dense"])
             )
-        dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
-        if not dedupe:
+        if self.training:
             return self._run(st, texts, units, cfg.branches, noise)
-        rep, first = runs  # type: ignore[misc]
-        dense = texts["dense"]
-        uniq = {"dense": dense if first is None else TextBatch(dense.raw[first], dense.lens[first])}
-        d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
-        rest = [u for u in units if u not in dedupe]
-        sims = d_sims[:, rep]  # type: ignore[index]
-        if rest:
-            branches = tuple(b for b in cfg.branches if b != "dense")
-            sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
+        # Evaluation: each alignment unit on its own (the units of dual_branch read
+        # disjoint selections), so that each orders the texts by its own caption
+        # lengths (order_by_length) and its chunks carry little padding. Under paper
+        # scoring both selections read both captions' guidance: one run computes it once.
+        groups = [units] if cfg.scoring == "paper" else [[u] for u in units]
+        sims: Tensor | None = None
+        for group in groups:
+            unit = group[0]
+            if len(group) > 1:
+                part = self._run(st, texts, group, cfg.branches, noise)
+            elif runs is not None and self._dense_only_unit(unit):
+                rep, first = runs
+                dense = texts["dense"]
+                uniq = {
+                    "dense": dense
+                    if first is None
+                    else TextBatch(dense.raw[first], dense.lens[first])
+                }
+                part = self._run(st, uniq, [unit], unit.branches, noise)[:, rep]  # type: ignore[index]
+            else:
+                part = self._run(st, texts, [unit], unit.branches, noise)
+            sims = part if sims is None else sims + part  # type: ignore[operator]
+        assert sims is not None
         return sims
 
     def _draw_noise(
@@ -411,7 +424,10 @@ class SEPSHead(nn.Module):
                     sel_vc = {b: tuple(part[i][c] for part in pieces[b]) for b in branches}
                     sim = None
                     for unit in units:
-                        cls_col = cls_cols[unit.words].get(v, sl) if cls_cols else None
+                        cls_col = None
+                        if cls_cols:
+                            m = texts[unit.words].words_of(v, sl)
+                            cls_col = cls_cols[unit.words].get(v, sl, m)
                         gram = gram_rows[v] if unit.gram is not False else None
                         out = self._align_unit(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
                         sim = out if sim is None else sim + out
