@@ -175,13 +175,17 @@ def use_gram(words: int, patches: int, aggregated: int, dim: int, kept: int | No
     """Whether the gram order is cheaper than the direct one (multiply-adds per pair).
 
     ``kept``: the number of kept patches when the weights take the compact form
-    (:class:`KeptWeights`), whose gram norms cost ``N_c K^2 + N^2`` instead of ``N_c N^2``.
+    (:class:`KeptWeights`), whose gram norms cost ``N_c K^2 + N^2`` instead of ``N_c N^2``
+    and whose direct order aggregates ``K`` tokens instead of ``N`` (ViT-224, C = 512:
+    the gram order is then the cheaper one up to about 19 words).
     """
-    direct = aggregated * patches * dim + words * aggregated * dim + patches * dim
     if kept is None:
+        direct = aggregated * patches * dim + words * aggregated * dim + patches * dim
         norms = aggregated * patches**2
         products = words * patches * aggregated
     else:
+        # The direct order aggregates the K kept tokens only (:func:`_direct_kept`).
+        direct = aggregated * kept * dim + patches * dim + words * (aggregated + 1) * dim
         norms = aggregated * kept**2 + patches**2
         products = words * (kept * aggregated + patches)
     return words * patches * dim + products + norms < direct
@@ -233,6 +237,51 @@ class _DirectTokens(torch.autograd.Function):
             if need_x:
                 dx = w.reshape(b * r, n).t() @ da2
         return dw, dx, dwords
+
+
+class _TokenScores(torch.autograd.Function):
+    """``<u_j, A_i>`` ``(B, M, R)`` and ``1 / max(||A_i||, 1e-12)`` ``(B, R)`` of given
+    tokens ``A (B, R, C)`` and words ``(B, M, C)``, with the hand-written backward of
+    :class:`_DirectTokens` (one batched product plus one scaled add for ``dA``)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, a: Tensor, words: Tensor):  # type: ignore[override]
+        s = torch.bmm(words, a.transpose(1, 2))
+        norm = torch.linalg.vector_norm(a, dim=-1)
+        inv = norm.clamp(min=1e-12).reciprocal()
+        ctx.save_for_backward(a, words, inv, norm)
+        return s, inv
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, ds: Tensor, dinv: Tensor):  # type: ignore[override]
+        a, words, inv, norm = ctx.saved_tensors  # type: ignore[attr-defined]
+        need_a, need_words = ctx.needs_input_grad[:2]  # type: ignore[attr-defined]
+        da = dwords = None
+        if need_words:
+            dwords = torch.bmm(ds, a)
+        if need_a:
+            coef = torch.where(norm > 1e-12, -dinv * inv**3, torch.zeros_like(inv))
+            da = torch.bmm(ds.transpose(1, 2), words)
+            da.addcmul_(a, coef.unsqueeze(-1))
+        return da, dwords
+
+
+def _direct_kept(
+    words: Tensor, x: Tensor, kept: KeptWeights, extra: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Direct order with compact weights: ``<u_j, A_i>`` ``(B, M, N_c + 1)`` and
+    ``1 / ||A_i||`` ``(B, N_c + 1)``, the extra token last.
+
+    ``A = E_k^T x_k`` over the ``K`` kept patches only (``N_c K C`` multiply-adds per
+    pair, where the full weights ``(N_c, N)`` cost ``N_c N C``, half of it on zeros);
+    the extra token ``extra @ x`` is one GEMM for the chunk.
+    """
+    b, k = kept.idx.shape
+    flat = kept.idx.reshape(-1)
+    xk = x.index_select(0, flat).view(b, k, -1)  # (B, K, C)
+    ekt = kept.e.index_select(0, flat).view(b, k, -1).transpose(1, 2).to(xk.dtype)  # (B, N_c, K)
+    a = torch.cat([torch.bmm(ekt, xk), (extra @ x).unsqueeze(1)], dim=1)
+    return _TokenScores.apply(a, words)
 
 
 def cls_word_scores(words: Tensor, cls_n: Tensor) -> tuple[Tensor, ...]:
@@ -351,7 +400,9 @@ def patch_word_scores(
         weighted, sq = _gram_kept(words, x, gram, agg_weights, extra_weights)
         return _assemble(words, cls_col, weighted, _inv_norm(sq), body_masks, xn)
     if isinstance(agg_weights, KeptWeights):
-        agg_weights = agg_weights.dense(x.shape[0])
+        # float32 under autocast: the hand-written backward mixes saved tensors.
+        weighted, scale = fp32_apply(_direct_kept, words, x, agg_weights, extra_weights)
+        return _assemble(words, cls_col, weighted, scale, body_masks, xn)
     w = extra_weights.unsqueeze(1)
     if agg_weights is not None:
         w = torch.cat([agg_weights, w], dim=1)

@@ -182,8 +182,10 @@ def dense_runs(dense: TextBatch | None) -> tuple[Tensor, Tensor] | None:
 
 class ClsColumns:
     """The ``[CLS]`` column of ``S_pw`` (``<u_j, l2n(cls_v)>``) of one caption kind for
-    every image, computed for a block of images at a time (:func:`seps.alignment.cls_word_scores`)
-    as the image loop reaches it, so that at most ``block`` images' columns are held."""
+    every image, computed for a block of images and one text chunk at a time
+    (:func:`seps.alignment.cls_word_scores`) as the image loop reaches it, so that at
+    most ``block`` images' columns are held. Each chunk's words are cut to its longest
+    caption first: the padding beyond it would cost products and is masked anyway."""
 
     def __init__(
         self, words: Tensor, cls_n: Tensor, budget_floats: int, per_image: bool = False
@@ -194,19 +196,26 @@ class ClsColumns:
         b_t, m = words.shape[:2]
         self.block = max(1, min(cls_n.shape[0], budget_floats // max(b_t * m, 1)))
         self._start = -1
-        self._cols: tuple[Tensor, ...] = ()
+        self._cols: dict[tuple[int, int, int], tuple[Tensor, ...]] = {}
 
-    def get(self, v: int, sl: slice) -> Tensor:
-        """``(B, M)`` for image ``v`` and the texts ``sl``."""
+    def get(self, v: int, sl: slice, m: int | None = None) -> Tensor:
+        """``(B, m)`` for image ``v`` and the texts ``sl``, words cut to ``m`` (all of
+        them by default)."""
+        m = self.words.shape[1] if m is None else m
         if self.per_image:
             # The one caption image v pairs with, as a one-text block of one image.
-            col = cls_word_scores(self.words[v : v + 1], self.cls_n[v : v + 1])[0]
+            col = cls_word_scores(self.words[v : v + 1, :m], self.cls_n[v : v + 1])[0]
             return col.expand(sl.stop - sl.start, -1)
         start = v - v % self.block
         if start != self._start:
-            self._cols = cls_word_scores(self.words, self.cls_n[start : start + self.block])
+            self._cols = {}
             self._start = start
-        return self._cols[v - start][sl]
+        key = (sl.start, sl.stop, m)
+        cols = self._cols.get(key)
+        if cols is None:
+            cols = cls_word_scores(self.words[sl, :m], self.cls_n[start : start + self.block])
+            self._cols[key] = cols
+        return cols[v - start]
 
 
 def is_expanded(t: TextBatch) -> bool:

@@ -334,18 +334,31 @@ class SEPSHead(nn.Module):
                 if dense_per_image
                 else dense_runs(texts["dense"])
             )
-        dedupe = [u for u in units if runs is not None and self._dense_only_unit(u)]
-        if not dedupe:
+        if self.training:
             return self._run(st, texts, units, cfg.branches, noise, selection_prior)
-        rep, first = runs  # type: ignore[misc]
-        dense = texts["dense"]
-        uniq = {"dense": dense if first is None else TextBatch(dense.raw[first], dense.lens[first])}
-        d_sims = self._run(st, uniq, dedupe, ("dense",), noise)
-        rest = [u for u in units if u not in dedupe]
-        sims = d_sims[:, rep]  # type: ignore[index]
-        if rest:
-            branches = tuple(b for b in cfg.branches if b != "dense")
-            sims = sims + self._run(st, texts, rest, branches, noise)  # type: ignore[operator]
+        # Evaluation: each alignment unit on its own (the units of dual_branch read
+        # disjoint selections), so that each orders the texts by its own caption
+        # lengths (order_by_length) and its chunks carry little padding. Under paper
+        # scoring both selections read both captions' guidance: one run computes it once.
+        groups = [units] if cfg.scoring == "paper" else [[u] for u in units]
+        sims: Tensor | None = None
+        for group in groups:
+            unit = group[0]
+            if len(group) > 1:
+                part = self._run(st, texts, group, cfg.branches, noise, selection_prior)
+            elif runs is not None and self._dense_only_unit(unit):
+                rep, first = runs
+                dense = texts["dense"]
+                uniq = {
+                    "dense": dense
+                    if first is None
+                    else TextBatch(dense.raw[first], dense.lens[first])
+                }
+                part = self._run(st, uniq, [unit], unit.branches, noise)[:, rep]  # type: ignore[index]
+            else:  # (a selection prior is per text: runs is None with one)
+                part = self._run(st, texts, [unit], unit.branches, noise, selection_prior)
+            sims = part if sims is None else sims + part  # type: ignore[operator]
+        assert sims is not None
         return sims
 
     def _draw_noise(
@@ -438,7 +451,7 @@ class SEPSHead(nn.Module):
             glob = {k: self._global64(t) for k, t in texts.items() if k in self._guides(branches)}
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in units):
-            gram_rows = torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)  # (N, N) each
+            gram_rows = self._gram_rows(st)
         cls_cols = {}
         if st.cls_n is not None:
             budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
@@ -469,7 +482,10 @@ class SEPSHead(nn.Module):
                     sel_vc = {b: tuple(part[i][c] for part in pieces[b]) for b in branches}
                     sim = None
                     for unit in units:
-                        cls_col = cls_cols[unit.words].get(v, sl) if cls_cols else None
+                        cls_col = None
+                        if cls_cols:
+                            m = texts[unit.words].words_of(v, sl)
+                            cls_col = cls_cols[unit.words].get(v, sl, m)
                         gram = gram_rows[v] if unit.gram is not False else None
                         out = self._align_unit(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
                         sim = out if sim is None else sim + out
@@ -480,6 +496,10 @@ class SEPSHead(nn.Module):
         if not self.training:
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
+
+    def _gram_rows(self, st: _ImageState) -> tuple[Tensor, ...]:
+        """The Gram matrix ``x x^T`` ``(N, N)`` of each image (per-image work)."""
+        return torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)
 
     def _units(self, texts: dict[str, TextBatch], n: int) -> list[_Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2)."""
@@ -621,7 +641,7 @@ class SEPSHead(nn.Module):
             n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
             if not use_gram(m, n, n_c, c, unit.kept):
                 gram = None  # this chunk's captions are long enough for the direct order
-        if self.aggregation is not None and gram is not None and unit.kept is not None:
+        if self.aggregation is not None and unit.kept is not None:
             b = unit.branches[0]
             agg = KeptWeights.from_keep(img.exp_logits[b][v], sel[b][0])
         elif self.aggregation is not None:

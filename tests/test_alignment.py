@@ -63,3 +63,36 @@ def test_compact_weights_pass_gradients_to_the_exp_logits() -> None:
         ((s * scale.unsqueeze(1)).sum()).backward()
         grads.append(ee.grad)
     torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-5)
+
+
+def test_compact_weights_in_the_direct_order_pass_the_full_weights_gradients() -> None:
+    """The direct order aggregates the K kept tokens only (seps.alignment._direct_kept):
+    same gradients to the exp-logits, the patches and the words as the full weights."""
+    words, x, e, keep, extra = _case()
+    grads = []
+    for form in ("full", "kept"):
+        ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
+        ww, xx, ee, ex = ins
+        agg = (
+            pair_weights(ee, keep.float(), normalise=False)
+            if form == "full"
+            else KeptWeights.from_keep(ee, keep)
+        )
+        s, scale, _ = patch_word_scores(ww, xx, None, agg, ex)
+        ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
+        grads.append([t.grad for t in ins])
+    for got, want in zip(grads[1], grads[0], strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_token_scores_gradcheck() -> None:
+    """The hand-written backward of the direct order on given tokens, including a zero
+    token (whose norm is clamped)."""
+    from seps.alignment import _TokenScores
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    a[1, 2] = 0.0
+    words = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    inputs = tuple(t.requires_grad_(True) for t in (a, words))
+    assert torch.autograd.gradcheck(_TokenScores.apply, inputs)

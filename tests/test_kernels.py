@@ -240,14 +240,14 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
     text chunk picks its own order (both are used) and the result equals the loop's."""
     import seps.head
 
-    cfg = get_config("code", embed_size=64, dense_fusion="none")
+    cfg = get_config("code", embed_size=512, dense_fusion="none")
     g = torch.Generator().manual_seed(1)
-    img = torch.randn(2, 197, 64, generator=g)
-    cap = torch.randn(8, 16, 64, generator=g)
-    lens = torch.tensor([2, 3, 16, 15, 2, 14, 3, 16])
-    # At C = 64, ViT-224 and K = 98 the gram order is the cheaper one below 7 words.
-    assert seps.head.use_gram(3, 196, cfg.num_aggregated, 64, 98)
-    assert not seps.head.use_gram(14, 196, cfg.num_aggregated, 64, 98)
+    img = torch.randn(2, 197, 512, generator=g)
+    cap = torch.randn(8, 30, 512, generator=g)
+    lens = torch.tensor([2, 3, 30, 28, 2, 25, 3, 30])
+    # At C = 512, ViT-224 and K = 98 the gram order is the cheaper one below 20 words.
+    assert seps.head.use_gram(3, 196, cfg.num_aggregated, 512, 98)
+    assert not seps.head.use_gram(25, 196, cfg.num_aggregated, 512, 98)
     orders = []
     real = seps.head.patch_word_scores
 
@@ -269,9 +269,10 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
 def test_use_gram_counts_the_compact_norms() -> None:
     from seps.alignment import use_gram
 
-    # ViT-224, C = 512, N_c = 39: full weights switch near 28 words, compact ones near 43.
+    # ViT-224, C = 512, N_c = 39: full weights switch near 28 words; compact ones, whose
+    # direct order also aggregates the K kept tokens only, near 19.
     assert use_gram(28, 196, 39, 512) and not use_gram(29, 196, 39, 512)
-    assert use_gram(42, 196, 39, 512, kept=98) and not use_gram(44, 196, 39, 512, kept=98)
+    assert use_gram(19, 196, 39, 512, kept=98) and not use_gram(20, 196, 39, 512, kept=98)
 
 
 #: Run in a subprocess with TRITON_INTERPRET=1 (it must be set before triton is imported).

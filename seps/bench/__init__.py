@@ -19,7 +19,13 @@ from __future__ import annotations
 
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
 from .latency import plot, render_report, run_report, speedups
-from .sections import full_eval_section, goal_section, micro_section, presets_section
+from .sections import (
+    flop_profile_section,
+    full_eval_section,
+    goal_section,
+    micro_section,
+    presets_section,
+)
 from .settings import QUICK_IMPLS, QUICK_SKIPS, BenchSettings
 from .timing import (
     measure,
@@ -51,6 +57,7 @@ __all__ = [
     "bench_config",
     "caption_lengths",
     "eval_fn",
+    "flop_profile_section",
     "full_eval_section",
     "goal_section",
     "hrpa_fn",

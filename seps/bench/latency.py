@@ -21,7 +21,9 @@ from tabulate import tabulate
 
 from ..store import atomic_write_bytes, atomic_write_text
 from .sections import (
+    FLOP_IMAGES,
     device_info,
+    flop_profile_section,
     full_eval_section,
     goal_section,
     micro_section,
@@ -47,7 +49,14 @@ def _spread(ratios: list[float]) -> str:
     return f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{ratios[0]:.2f}x"
 
 
-def render_report(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: dict) -> str:
+def render_report(
+    s: BenchSettings,
+    goal: dict,
+    presets: list,
+    micro: dict,
+    meta: dict,
+    flops: list | None = None,
+) -> str:
     lines = ["# Latency report: HRPA and TopK kernels, whole head", ""]
     lines += [
         f"- device: {meta['device']}",
@@ -118,11 +127,26 @@ def render_report(s: BenchSettings, goal: dict, presets: list, micro: dict, meta
         "## Presets and single-difference variants (batched)",
         "",
         "Evaluation shard 32 x 160 (dense captions shared by 5 texts), training B = 64; "
-        "GFLOPs per pair from `torch.utils.flop_counter` on a 2 x 5 forward pass.",
+        f"MFLOP per pair from `torch.utils.flop_counter` on a {FLOP_IMAGES} x "
+        f"{s.eval_texts} evaluation pass (real caption lengths), per-image work left out, "
+        "with a distinct dense caption per text and with dense captions shared by 5 "
+        "texts (`shared5`), beside the products SPEC.md requires per pair "
+        "(`spec_min`, `seps.bench.flops.spec_min_flops`).",
         "",
         _table(presets),
         "",
     ]
+    if flops:
+        lines += [
+            "## FLOPs per pair by stage",
+            "",
+            f"MFLOP per pair of each stage of the batched head ({FLOP_IMAGES} images x "
+            f"{s.eval_texts} texts, real caption lengths; the image stage in MFLOP per "
+            "image). Counted, not timed: the same on any machine.",
+            "",
+            _table(flops),
+            "",
+        ]
     lines += [
         "## Micro-benchmarks",
         "",
@@ -204,7 +228,14 @@ def _load() -> str:
         return "n/a"
 
 
-def report_json(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: dict) -> str:
+def report_json(
+    s: BenchSettings,
+    goal: dict,
+    presets: list,
+    micro: dict,
+    meta: dict,
+    flops: list | None = None,
+) -> str:
     """The report's numbers as one JSON document: the settings, the run's metadata, the
     goal measurements, the preset rows, the micro-benchmark rows and their speed-ups
     against loop (the same values the markdown rounds)."""
@@ -213,6 +244,7 @@ def report_json(s: BenchSettings, goal: dict, presets: list, micro: dict, meta: 
         "meta": meta,
         "goal": goal,
         "presets": presets,
+        "flops": flops or [],
         "micro": {**micro, "speedups": speedups(micro["rows"])},
     }
     return json.dumps(doc, indent=2, default=str) + "\n"
@@ -229,6 +261,7 @@ def run_report(
     goal = goal_section(s, log)
     goal["full_eval"] = full_eval_section(s, goal, log)
     presets = presets_section(s, log)
+    flops = flop_profile_section(s, log)
     micro = micro_section(s, log)
     meta = {
         "device": device_info(s.device),
@@ -239,7 +272,7 @@ def run_report(
         "load": f"{load_start} at the start, {_load()} at the end (1/5/15-min load averages; "
         "other processes on the machine slow every number)",
     }
-    text = render_report(s, goal, presets, micro, meta)
+    text = render_report(s, goal, presets, micro, meta, flops)
     md = out_dir / "latency.md"
     png = out_dir / "latency.png"
     buf = io.BytesIO()
@@ -248,5 +281,5 @@ def run_report(
     text += f"\n![speed-ups]({png.name})\n"
     atomic_write_text(md, text)
     if json_path is not None:
-        atomic_write_text(Path(json_path), report_json(s, goal, presets, micro, meta))
+        atomic_write_text(Path(json_path), report_json(s, goal, presets, micro, meta, flops))
     return md

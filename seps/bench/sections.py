@@ -7,6 +7,8 @@
 - :func:`full_eval_section`: a Flickr30K-size evaluation, timed or extrapolated;
 - :func:`presets_section`: each preset and single-difference variant
   (:func:`seps.bench.workloads.variants`), batched;
+- :func:`flop_profile_section`: FLOPs per pair of each preset by stage, beside the
+  SPEC.md minimum (:mod:`seps.bench.flops`);
 - :func:`micro_section`: TopK, HRPA and the whole head per implementation and geometry.
 
 Each returns plain data that :mod:`seps.bench.latency` renders; :func:`versions` and
@@ -30,6 +32,7 @@ from ..config import SEPSConfig
 from ..head import SEPSHead
 from ..kernels import unavailable_reason
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
+from .flops import PER_IMAGE_STAGES, STAGES, pair_flops, spec_min_flops
 from .settings import BenchSettings
 from .timing import (
     measure,
@@ -72,6 +75,65 @@ def count_flops(head: SEPSHead, inputs: list[Tensor]) -> int:
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         head(*inputs)
     return int(counter.get_total_flops())
+
+
+#: Images of the FLOP counts: the per-pair stages do not depend on it (per-image work
+#: is counted apart), so two keep the count cheap.
+FLOP_IMAGES = 2
+
+
+#: The dense-caption layouts of the FLOP counts: name -> texts sharing one dense caption.
+FLOP_LAYOUTS: dict[str, int] = {"distinct": 1, "shared5": 5}
+
+
+def pair_flop_counts(cfg: SEPSConfig, s: BenchSettings) -> dict[str, dict[str, float]]:
+    """Per layout (:data:`FLOP_LAYOUTS`): the head's FLOPs per pair by stage
+    (:func:`seps.bench.flops.pair_flops`) and ``spec_min``
+    (:func:`seps.bench.flops.spec_min_flops`), on ``FLOP_IMAGES`` images x
+    ``s.eval_texts`` texts with real caption lengths (the goal's text count, so that
+    the chunks and their padding are the evaluation's)."""
+    head = make_head(cfg, "batched", s.device)
+    out = {}
+    for layout, share in FLOP_LAYOUTS.items():
+        inputs = make_inputs(
+            "vit224",
+            FLOP_IMAGES,
+            s.eval_texts,
+            embed_size=s.embed_size,
+            device=s.device,
+            dense_repeat=share,
+        )
+        counts = pair_flops(head, inputs)
+        counts["spec_min"] = spec_min_flops(
+            cfg,
+            has_cls=True,
+            sparse_words=inputs[2].float().mean().item(),
+            dense_words=inputs[4].float().mean().item(),
+            dense_share=share,
+        )
+        out[layout] = counts
+    return out
+
+
+def flop_profile_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Per-stage FLOP profile of the head (MFLOP per pair; the image stage per image)
+    for each preset and layout, with the per-pair sum and the SPEC.md minimum."""
+    cols: dict[str, dict[str, float]] = {}
+    for preset in ("code", "paper", "laps"):
+        counts = pair_flop_counts(bench_config(preset, "vit224", s.embed_size), s)
+        for layout, c in counts.items():
+            cols[f"{preset} {layout}"] = c
+            log(f"flops {preset} {layout}: {c['per_pair'] / 1e6:.2f} MFLOP/pair")
+    rows = [
+        {"stage": f"{stage} (per image)"} | {k: c["per_image"] / 1e6 for k, c in cols.items()}
+        for stage in PER_IMAGE_STAGES
+    ]
+    for stage in [*STAGES[len(PER_IMAGE_STAGES) :], "per_pair", "spec_min"]:
+        label = {"per_pair": "per pair, all stages", "spec_min": "SPEC.md minimum"}.get(
+            stage, stage
+        )
+        rows.append({"stage": label} | {k: c[stage] / 1e6 for k, c in cols.items()})
+    return rows
 
 
 def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
@@ -195,9 +257,7 @@ def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[s
             tr["peak_mb"] = train_peak_rss_mb(
                 preset, "vit224", "batched", b_train, s.embed_size, over
             )
-        flops = count_flops(
-            head, make_inputs("vit224", 2, 5, embed_size=s.embed_size, device=s.device)
-        )
+        flops = pair_flop_counts(cfg, s)
         rows.append(
             {
                 "config": name,
@@ -205,7 +265,10 @@ def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[s
                 "train_ms": tr["seconds"] * 1e3,
                 "train_peak_mb": tr["peak_mb"],
                 "params": sum(p.numel() for p in head.parameters()),
-                "gflops_per_pair": flops / 10 / 1e9,
+                "mflop_per_pair": flops["distinct"]["per_pair"] / 1e6,
+                "spec_min_mflop": flops["distinct"]["spec_min"] / 1e6,
+                "mflop_per_pair_shared5": flops["shared5"]["per_pair"] / 1e6,
+                "spec_min_shared5": flops["shared5"]["spec_min"] / 1e6,
             }
         )
         log(
