@@ -641,9 +641,15 @@ class SEPSHead(nn.Module):
             n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
             if not use_gram(m, n, n_c, c, unit.kept):
                 gram = None  # this chunk's captions are long enough for the direct order
-        if self.aggregation is not None and unit.kept is not None:
-            b = unit.branches[0]
-            agg = KeptWeights.from_keep(img.exp_logits[b][v], sel[b][0])
+        # The compact form needs exactly K kept patches in every pair; a top-K of
+        # non-finite scores (a diverging run) keeps none, and takes the general path.
+        keep0 = sel[unit.branches[0]][0]
+        if (
+            self.aggregation is not None
+            and unit.kept is not None
+            and bool((keep0.sum(-1) == unit.kept).all())
+        ):
+            agg = KeptWeights.from_keep(img.exp_logits[unit.branches[0]][v], keep0)
         elif self.aggregation is not None:
             for b in unit.branches:
                 w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
