@@ -334,7 +334,14 @@ def _build_single_thread(name: str, folder: Path, progress: bool) -> None:
     txt_enc = build_text_encoder(r.text_backbone, r.embed_size, len(tokenizer))
     if r.objective == "unimodal":
         curve, seconds = train_unimodal(
-            r, split, tokenizer, img_enc, txt_enc, seed=r.synth_seed, progress=progress
+            r,
+            split,
+            tokenizer,
+            img_enc,
+            txt_enc,
+            seed=r.synth_seed,
+            lr_factor=lambda s: _lr_factor(s, r),
+            progress=progress,
         )
         final = {k: sum(c[k] for c in curve[-5:]) / len(curve[-5:]) for k in ("vision", "text")}
         _save(name, folder, r, img_enc, txt_enc, tokenizer, curve, seconds, final, data_dir)

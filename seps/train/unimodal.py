@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -111,18 +112,22 @@ class VisionProbe(nn.Module):
         return loss
 
 
-def _cosine(step: int, steps: int, warmup: int) -> float:
-    if step < warmup:
-        return (step + 1) / warmup
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, steps - warmup))))
-
-
 def train_unimodal(
-    r: Any, split: Any, tokenizer: Any, img_enc: Any, txt_enc: Any, *, seed: int, progress: bool
+    r: Any,
+    split: Any,
+    tokenizer: Any,
+    img_enc: Any,
+    txt_enc: Any,
+    *,
+    seed: int,
+    lr_factor: Callable[[int], float],
+    progress: bool,
 ) -> tuple[list[dict[str, float]], float]:
     """Pretrain ``img_enc``'s backbone and ``txt_enc``'s BERT in place, each on its own
     objective (module docstring); ``r`` is the `PretrainRecipe`, ``split`` the draw's
-    training `SplitTensors`, ``seed`` the draw's seed (for the scene labels).
+    training `SplitTensors`, ``seed`` the draw's seed (for the scene labels),
+    ``lr_factor`` the recipe's learning-rate schedule (step -> factor), the one the
+    contrastive objective uses too.
 
     Returns the loss curve (every 10 steps) and the training seconds.
     """
@@ -145,8 +150,7 @@ def train_unimodal(
         torch.optim.AdamW(p, lr=r.lr, weight_decay=r.weight_decay) for p in (params_v, params_t)
     ]
     scheds = [
-        torch.optim.lr_scheduler.LambdaLR(o, lambda s: _cosine(s, r.steps, r.warmup_steps))
-        for o in opts
+        torch.optim.lr_scheduler.LambdaLR(o, lr_factor) for o in opts
     ]
     per_image = len(split.captions.pieces) // n_img
     rng = random.Random(r.seed)
