@@ -40,6 +40,7 @@ from .hub import hub_offline, one_line
 
 __all__ = [
     "TINY_BACKBONES",
+    "TINY_TEXT_BACKBONES",
     "ImageEncoder",
     "TextEncoder",
     "build_image_encoder",
@@ -53,13 +54,30 @@ Source = Literal["timm", "hf"]
 PathLike = str | os.PathLike[str]
 
 #: Backbone names that select the tiny random-initialised configurations:
-#: name -> (kind, forced source or None to follow ``source``).
-TINY_BACKBONES: dict[str, tuple[str, str | None]] = {
-    "tiny-vit": ("vit", None),
-    "tiny-swin": ("swin", None),
-    "hf-tiny-vit": ("vit", "hf"),
-    "hf-tiny-swin": ("swin", "hf"),
+#: name -> (kind, forced source or None to follow ``source``, width).
+#: ``tiny-vit-128`` is the ViT at width 128 (4 heads, FFN 256): the unimodal regime's
+#: pilots found the 64-wide pair the limit of what a head can align on frozen features
+#: (docs/regime.md, "Toward a regime that can see").
+TINY_BACKBONES: dict[str, tuple[str, str | None, int]] = {
+    "tiny-vit": ("vit", None, 64),
+    "tiny-swin": ("swin", None, 64),
+    "hf-tiny-vit": ("vit", "hf", 64),
+    "hf-tiny-swin": ("swin", "hf", 64),
+    "tiny-vit-128": ("vit", None, 128),
 }
+
+#: Text backbone names that select :func:`tiny_bert_config` (random initialisation, the
+#: tokenizer trained on the captions): name -> width.
+TINY_TEXT_BACKBONES: dict[str, int] = {"tiny-bert": 64, "tiny-bert-128": 128}
+
+#: The widths the tiny configurations come in: one head per 32 channels, FFN twice the width.
+TINY_WIDTHS = (64, 128)
+
+
+def _check_width(width: int) -> int:
+    if width not in TINY_WIDTHS:
+        raise ValueError(f"width must be one of {TINY_WIDTHS}, got {width!r}")
+    return width
 
 
 def _check_kind(kind: str) -> str:
@@ -78,7 +96,9 @@ def _check_tiny_image_size(kind: str, image_size: int) -> None:
         )
 
 
-def tiny_vision_config(kind: str = "vit", image_size: int = 32) -> ViTConfig | SwinConfig:
+def tiny_vision_config(
+    kind: str = "vit", image_size: int = 32, width: int = 64
+) -> ViTConfig | SwinConfig:
     """A small random-initialisable transformers vision configuration for CPU runs and tests.
 
     ``"vit"``: ``ViTConfig`` with patch 8, hidden 64, 2 layers, 2 heads, so
@@ -86,17 +106,21 @@ def tiny_vision_config(kind: str = "vit", image_size: int = 32) -> ViTConfig | S
     ``"swin"``: ``SwinConfig`` with patch 4, ``embed_dim`` 32, depths ``(1, 1)``, heads
     ``(2, 2)``, window 2, so ``N = (image_size / 8)^2`` tokens of width 64 and no ``[CLS]``
     (32 px -> 16 tokens). ``image_size`` must be a multiple of 8 (ViT) or 16 (Swin).
+    ``width`` 128 (ViT only) doubles the hidden size, heads and FFN.
     """
     _check_tiny_image_size(_check_kind(kind), image_size)
+    _check_width(width)
     if kind == "vit":
         return ViTConfig(
             image_size=image_size,
             patch_size=8,
-            hidden_size=64,
+            hidden_size=width,
             num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=128,
+            num_attention_heads=width // 32,
+            intermediate_size=2 * width,
         )
+    if width != 64:
+        raise ValueError(f"the tiny swin comes at width 64 only, got {width}")
     return SwinConfig(
         image_size=image_size,
         patch_size=4,
@@ -108,18 +132,23 @@ def tiny_vision_config(kind: str = "vit", image_size: int = 32) -> ViTConfig | S
     )
 
 
-def tiny_timm_spec(kind: str = "vit", image_size: int = 32) -> tuple[str, dict[str, Any]]:
+def tiny_timm_spec(
+    kind: str = "vit", image_size: int = 32, width: int = 64
+) -> tuple[str, dict[str, Any]]:
     """The timm model name and keyword overrides of the tiny ViT / Swin (same shapes as
     :func:`tiny_vision_config`): pass as ``timm.create_model(name, img_size=..., **kwargs)``."""
     _check_tiny_image_size(_check_kind(kind), image_size)
+    _check_width(width)
     if kind == "vit":
         return "vit_tiny_patch16_224", {
             "patch_size": 8,
-            "embed_dim": 64,
+            "embed_dim": width,
             "depth": 2,
-            "num_heads": 2,
+            "num_heads": width // 32,
             "mlp_ratio": 2.0,
         }
+    if width != 64:
+        raise ValueError(f"the tiny swin comes at width 64 only, got {width}")
     return "swin_tiny_patch4_window7_224", {
         "patch_size": 4,
         "embed_dim": 32,
@@ -130,18 +159,22 @@ def tiny_timm_spec(kind: str = "vit", image_size: int = 32) -> tuple[str, dict[s
     }
 
 
-def tiny_bert_config(vocab_size: int, *, max_position_embeddings: int = 512) -> BertConfig:
-    """A small random-initialisable ``BertConfig``: hidden 64, 2 layers, 2 heads, FFN 128,
-    ``[PAD]`` id 0. ``max_position_embeddings`` bounds the caption length (512 as BERT,
-    enough for dense captions)."""
+def tiny_bert_config(
+    vocab_size: int, *, max_position_embeddings: int = 512, width: int = 64
+) -> BertConfig:
+    """A small random-initialisable ``BertConfig``: hidden ``width`` (64 or 128), 2 layers,
+    one head per 32 channels, FFN twice the width, ``[PAD]`` id 0.
+    ``max_position_embeddings`` bounds the caption length (512 as BERT, enough for dense
+    captions)."""
     if vocab_size < 1:
         raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    _check_width(width)
     return BertConfig(
         vocab_size=vocab_size,
-        hidden_size=64,
+        hidden_size=width,
         num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
+        num_attention_heads=width // 32,
+        intermediate_size=2 * width,
         max_position_embeddings=max_position_embeddings,
         pad_token_id=0,
     )
@@ -501,19 +534,20 @@ def build_image_encoder(
     ``"tiny-vit"`` / ``"tiny-swin"`` select the tiny configuration in the implementation
     chosen by ``source`` (timm: :func:`tiny_timm_spec`, transformers:
     :func:`tiny_vision_config`); ``"hf-tiny-vit"`` / ``"hf-tiny-swin"`` always use
-    transformers. Any other name goes to ``timm.create_model`` (``source="timm"``) or to
+    transformers; ``"tiny-vit-128"`` is the ViT at width 128 (:data:`TINY_BACKBONES`).
+    Any other name goes to ``timm.create_model`` (``source="timm"``) or to
     transformers (``source="hf"``: hub name or local folder).
     """
     if backbone in TINY_BACKBONES:
-        kind, forced = TINY_BACKBONES[backbone]
+        kind, forced, width = TINY_BACKBONES[backbone]
         if (forced or source) == "hf":
             return ImageEncoder(
-                tiny_vision_config(kind, image_size),
+                tiny_vision_config(kind, image_size, width),
                 embed_size,
                 image_size=image_size,
                 pretrained=pretrained,
             )
-        name, kwargs = tiny_timm_spec(kind, image_size)
+        name, kwargs = tiny_timm_spec(kind, image_size, width)
         kwargs.update(model_kwargs or {})
         return ImageEncoder(
             name,
@@ -538,17 +572,19 @@ def build_text_encoder(
 ) -> TextEncoder:
     """Build a :class:`TextEncoder`.
 
-    ``"tiny-bert"`` selects :func:`tiny_bert_config` (``vocab_size`` required, e.g.
+    ``"tiny-bert"`` / ``"tiny-bert-128"`` select :func:`tiny_bert_config` at width 64 / 128
+    (:data:`TINY_TEXT_BACKBONES`; ``vocab_size`` required, e.g.
     ``len(tokenizer)``); a ``BertConfig`` is used as is, with ``vocab_size`` overriding
     its vocabulary size when given; any other string is a hub name or local folder, and a
     given ``vocab_size`` (the tokenizer size) must then equal the model's vocabulary size: a
     pretrained BERT reads ids of its own vocabulary only (a smaller tokenizer is almost surely
     another vocabulary, such as one trained on the captions).
     """
-    if isinstance(name_or_config, str) and name_or_config == "tiny-bert":
+    if isinstance(name_or_config, str) and name_or_config in TINY_TEXT_BACKBONES:
         if vocab_size is None:
-            raise ValueError("vocab_size is required for 'tiny-bert' (e.g. len(tokenizer))")
-        return TextEncoder(tiny_bert_config(vocab_size), embed_size)
+            raise ValueError(f"vocab_size is required for {name_or_config!r} (e.g. len(tokenizer))")
+        width = TINY_TEXT_BACKBONES[name_or_config]
+        return TextEncoder(tiny_bert_config(vocab_size, width=width), embed_size)
     if isinstance(name_or_config, BertConfig):
         config = name_or_config
         if vocab_size is not None and vocab_size != config.vocab_size:

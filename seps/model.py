@@ -26,14 +26,14 @@ class ModelSpec:
     """How to build the encoders (everything but the head's switches).
 
     Attributes:
-        backbone: vision backbone name: ``tiny-vit``, ``tiny-swin``, ``hf-tiny-vit``,
-            ``hf-tiny-swin``, any timm model name, or a transformers name/folder with
-            ``backbone_source="hf"``.
+        backbone: vision backbone name: ``tiny-vit``, ``tiny-vit-128``, ``tiny-swin``,
+            ``hf-tiny-vit``, ``hf-tiny-swin``, any timm model name, or a transformers
+            name/folder with ``backbone_source="hf"``.
         backbone_source: ``timm`` or ``hf``.
         pretrained: ``None`` (random init), ``"hub"`` (download) or a local path.
         image_size: square input resolution.
-        text_backbone: ``tiny-bert`` or a BERT hub name / local folder.
-        vocab_size: tokenizer size (needed for ``tiny-bert``).
+        text_backbone: ``tiny-bert``, ``tiny-bert-128`` or a BERT hub name / local folder.
+        vocab_size: tokenizer size (needed for the tiny BERTs).
         timm_kwargs: extra ``timm.create_model`` arguments.
     """
 

@@ -220,12 +220,18 @@ def _size(
 ) -> ModelSize:
     from transformers import BertConfig
 
-    from .encoders import TINY_BACKBONES, ImageEncoder, build_image_encoder, build_text_encoder
+    from .encoders import (
+        TINY_BACKBONES,
+        TINY_TEXT_BACKBONES,
+        ImageEncoder,
+        build_image_encoder,
+        build_text_encoder,
+    )
     from .head import SEPSHead
     from .model import SEPSModel, count_parameters, freeze_first_layers
 
     text_backbone: Any = text
-    if text != "tiny-bert":
+    if text not in TINY_TEXT_BACKBONES:
         # A BERT name or folder: its configuration only (never its weights).
         text_backbone = _local_config(text)
         if not isinstance(text_backbone, BertConfig):
@@ -259,9 +265,11 @@ def model_size(cfg: TrainConfig, head: SEPSConfig) -> ModelSize | None:
     for the weights; pretrained weights are never read, transformers configurations only
     from a local folder or the hub cache, nothing is requested from the hub), or ``None``
     when the model cannot be built so (e.g. a hub name that is not in the local cache)."""
+    from .encoders import TINY_TEXT_BACKBONES
+
     with _hub_cache_only():
         try:
-            vocab = _vocab_size(cfg) if cfg.text_backbone == "tiny-bert" else None
+            vocab = _vocab_size(cfg) if cfg.text_backbone in TINY_TEXT_BACKBONES else None
             return _size(
                 cfg.backbone,
                 cfg.backbone_source,

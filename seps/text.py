@@ -437,7 +437,8 @@ def load_tokenizer(
 
 def resolve_tokenizer(tokenizer: str | None, text_backbone: str) -> str | None:
     """The tokenizer a run with ``text_backbone`` must use: ``tokenizer`` when given; ``None``
-    (a WordPiece vocabulary trained on the captions) for the random-init ``tiny-bert``;
+    (a WordPiece vocabulary trained on the captions) for the random-init ``tiny-bert`` and
+    ``tiny-bert-128``;
     otherwise the pretrained text backbone's own tokenizer (its folder when that holds one of
     :data:`TOKENIZER_FILES`, its hub name for a hub model).
 
@@ -448,7 +449,9 @@ def resolve_tokenizer(tokenizer: str | None, text_backbone: str) -> str | None:
         ValueError: ``text_backbone`` is a local folder without a tokenizer (the message says
             to pass ``--tokenizer``).
     """
-    if tokenizer is not None or text_backbone == "tiny-bert":
+    from .encoders import TINY_TEXT_BACKBONES  # here: the encoders import the models
+
+    if tokenizer is not None or text_backbone in TINY_TEXT_BACKBONES:
         return tokenizer
     path = Path(text_backbone).expanduser()
     if not path.exists():  # a hub name: the model's repository carries its tokenizer

@@ -195,12 +195,15 @@ class TrainConfig:
     )
     backbone: str = doc(
         "tiny-vit",
-        "tiny-vit, tiny-swin, hf-tiny-vit, hf-tiny-swin, or a timm/transformers name",
+        "tiny-vit, tiny-vit-128 (width 128), tiny-swin, hf-tiny-vit, hf-tiny-swin, or a "
+        "timm/transformers name",
     )
     backbone_source: str = doc("timm", None, choices=("timm", "hf"))
     pretrained: str | None = doc(None, "'hub' or a local weights path (default random init)")
     image_size: int = doc(64, "square input resolution")
-    text_backbone: str = doc("tiny-bert", "tiny-bert or a BERT name/folder")
+    text_backbone: str = doc(
+        "tiny-bert", "tiny-bert, tiny-bert-128 (width 128) or a BERT name/folder"
+    )
     tokenizer: str | None = doc(
         None, "tokenizer folder or hub name (default: built offline from the training captions)"
     )

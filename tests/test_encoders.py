@@ -215,3 +215,17 @@ def test_text_encoder_from_config_folder_and_vocab_override(tmp_path: Path) -> N
         build_text_encoder("tiny-bert", C)
     with pytest.raises(RuntimeError, match="bert="):
         TextEncoder("no-such-org/no-such-bert", C)
+
+
+def test_width_128_backbones_double_the_tiny_width() -> None:
+    img = build_image_encoder("tiny-vit-128", C, image_size=IMAGE).eval()
+    assert img.backbone_tokens(torch.randn(1, 3, IMAGE, IMAGE)).shape == (1, 17, 128)
+    hf = build_image_encoder("tiny-vit-128", C, image_size=IMAGE, source="hf")
+    assert hf.visual_encoder.config.hidden_size == 128
+    txt = build_text_encoder("tiny-bert-128", C, vocab_size=40)
+    assert txt.bert.config.hidden_size == 128 and txt.bert.config.num_attention_heads == 4
+    assert build_text_encoder("tiny-bert", C, vocab_size=40).bert.config.hidden_size == 64
+    with pytest.raises(ValueError, match="width must be one of"):
+        tiny_bert_config(40, width=96)
+    with pytest.raises(ValueError, match="width 64 only"):
+        tiny_timm_spec("swin", 32, width=128)

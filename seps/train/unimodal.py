@@ -149,9 +149,7 @@ def train_unimodal(
     opts = [
         torch.optim.AdamW(p, lr=r.lr, weight_decay=r.weight_decay) for p in (params_v, params_t)
     ]
-    scheds = [
-        torch.optim.lr_scheduler.LambdaLR(o, lr_factor) for o in opts
-    ]
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, lr_factor) for o in opts]
     per_image = len(split.captions.pieces) // n_img
     rng = random.Random(r.seed)
     special = torch.tensor([tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id])
