@@ -121,25 +121,37 @@ def code_version() -> str:
     return behaviour_hash(_PACKAGE_ROOT)
 
 
-def check_versions(versions: Iterable[str | None], *, allow_mixed: bool, what: str) -> None:
-    """Refuse records of more than one code version, unless ``allow_mixed``.
+def check_versions(
+    versions: Iterable[str | None], *, allow_mixed: bool, what: str, current: str | None = None
+) -> None:
+    """Refuse records of more than one code version, or (given ``current``, this code's
+    version) records at any other version than ``current``, unless ``allow_mixed``.
 
     ``versions`` holds each record's :data:`VERSION_KEY` (``None`` for a record written
     before records carried one: counted as ``unversioned``); ``what`` names where they
-    come from (a matrix, a results folder) in the message.
+    come from (a matrix, a results folder) in the message. A page written from records of
+    other code would show numbers this code did not make, even when the records agree
+    with each other: the report and scorecard commands pass ``current``.
 
     Raises:
         ValueError: one line naming ``what``, each distinct version with its count (most
-            frequent first), and the two ways out.
+            frequent first), this code's version when it is the cause, and the two ways
+            out.
     """
     counts = Counter("unversioned" if v is None else v for v in versions)
-    if allow_mixed or len(counts) <= 1:
+    stale = current is not None and any(v != current for v in counts)
+    if allow_mixed or (len(counts) <= 1 and not stale):
         return
     listed = ", ".join(f"{v} ({n})" for v, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+    if len(counts) > 1:
+        found = f"records from {len(counts)} code versions: {listed}"
+        found += f" (this code: {current})" if current is not None else ""
+    else:
+        found = f"records at code version {listed}, not this code's {current}"
     raise ValueError(
-        f"{what}: records from {len(counts)} code versions: {listed}; pass "
-        "--allow-mixed-versions to report them together, or run "
-        "'seps-bench run ... --rerun-stale' to recompute the stale ones"
+        f"{what}: {found}; pass --allow-mixed-versions to write the page anyway (it opens "
+        "with a banner naming them), or run 'seps-bench run ... --rerun-stale' to recompute "
+        "the stale ones"
     )
 
 

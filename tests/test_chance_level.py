@@ -12,7 +12,7 @@ from test_report import _record, _section, _write, env  # noqa: F401
 from seps.metrics import recall_at_k
 from seps.report import write_report
 from seps.report.chance import chance_rsum, is_at_chance, threshold
-from seps.report.scorecard import _at_chance_text
+from seps.report.scorecard_rows import _at_chance_text
 
 
 def test_chance_rsum_has_the_closed_form_of_both_directions():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ablation_roots import make_ablation_root
-from test_scorecard import CLAIMS, MATRIX, SEEDS, _record, _rows
+from test_scorecard import CLAIMS, MATRIX, SEEDS, VERDICT, _record, _rows
 
 from seps.report.frozen import MOVED, SWITCH_MODULES, frozen_reason
 from seps.report.scorecard import write_scorecard
@@ -22,7 +22,7 @@ from seps.train.movement import MOVED as TRAIN_MOVED
 #: What test_scorecard's records get without movement (today's verdicts).
 BEFORE = {
     "rises": "supported",
-    "flat": "not detected",
+    "flat": "not detected (no stated size)",
     "falls": "contradicted",
     "best": "supported",
     "leak": "supported",
@@ -57,7 +57,7 @@ def _scorecard(tmp_path: Path, relevance: list[float] | None, without: str | Non
 
 def test_frozen_module_makes_its_claim_not_testable(tmp_path):
     rows, text = _scorecard(tmp_path, [0.004, 0.002, 0.009, 0.001, 0.003])
-    verdicts = {cid: cells[4] for cid, cells in rows.items()}
+    verdicts = {cid: cells[VERDICT] for cid, cells in rows.items()}
     frozen = (
         "not testable here: the module did not train "
         "(relative parameter change: relevance_mlp at most 0.9%)"
@@ -65,15 +65,16 @@ def test_frozen_module_makes_its_claim_not_testable(tmp_path):
     # up differs from base only in hrpa, which acts through the relevance MLP.
     assert verdicts == {**BEFORE, "rises": frozen, "leak": frozen}
     assert rows["rises"][3] == "+12.0 (n=5, not a test)"
-    # The rises/leak rows are not tests; their pair (base vs up) stays in the family as
-    # a cell of the optimum `best`, whose cells differ in an unlisted switch too.
-    assert "Holm-corrected across the 5 paired tests of this scorecard" in text
+    # The rises/leak rows are not tests, so their claims' families are empty; their pair
+    # (base vs up) stays a test as a cell of the optimum `best`, whose cells differ in
+    # an unlisted switch too.
+    assert "3 families with a test (5 paired tests in all, 1 to 3 per family)" in text
     assert "**Parts that did not train.**" in text
 
 
 def test_a_module_that_trained_in_any_record_keeps_the_verdict(tmp_path):
     rows, text = _scorecard(tmp_path, [0.004, 0.002, 0.02, 0.001, 0.003])
-    assert {cid: cells[4] for cid, cells in rows.items()} == BEFORE
+    assert {cid: cells[VERDICT] for cid, cells in rows.items()} == BEFORE
     assert "**Parts that did not train.**" not in text
 
 
@@ -82,7 +83,7 @@ def test_records_without_movement_keep_todays_verdicts(tmp_path, without):
     # None: no record has movement (every committed record); base: one side lacks it.
     relevance = None if without is None else [0.0] * len(SEEDS)
     rows, _ = _scorecard(tmp_path, relevance, without)
-    assert {cid: cells[4] for cid, cells in rows.items()} == BEFORE
+    assert {cid: cells[VERDICT] for cid, cells in rows.items()} == BEFORE
 
 
 def test_switch_table_names_measured_parts_and_the_training_threshold():

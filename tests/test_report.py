@@ -33,6 +33,7 @@ from seps.report import (
     write_report,
 )
 from seps.runner import SCHEMA
+from seps.version import VERSION_KEY, code_version
 
 REPO = Path(__file__).resolve().parents[1]
 #: The six recalls of every record are BASE + k, so rsum = 370 + 6k.
@@ -538,7 +539,17 @@ def test_paper_figures_copy_the_reference_tables():
 
 
 # ------------------------------------------------------------------------------ CLI
+def _stamp_current(results: Path) -> None:
+    """Stamp every record of ``mini`` with this code's version: the command refuses a
+    page of records made by other code (tests/test_report_versions.py)."""
+    for f in sorted((results / "mini").glob("*.json")):
+        rec = json.loads(f.read_text())
+        if rec.get("schema") == SCHEMA:
+            _write(f, {**rec, VERSION_KEY: code_version()})
+
+
 def test_cli_report_writes_every_matrix_with_records(env, capsys):
+    _stamp_current(env["results"])
     argv = ["report", "--results", str(env["results"]), "--reports", str(env["reports"])]
     assert main([*argv, "--ablations", str(env["root"])]) == 0
     assert (env["reports"] / "mini.md").exists()
@@ -560,6 +571,7 @@ def test_cli_report_help_lists_options(capsys):
 
 def test_unreadable_record_is_named_in_output_and_report(env, capsys):
     bad = env["results"] / "mini" / "flip-hrpa-0123456789abcdef-s7.json"
+    _stamp_current(env["results"])
     bad.write_text('{"schema": "seps-bench/run/1", "status": "do')  # truncated mid-write
     argv = ["report", "--results", str(env["results"]), "--reports", str(env["reports"])]
     assert main([*argv, "--ablations", str(env["root"]), "mini"]) == 0

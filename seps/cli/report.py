@@ -1,7 +1,9 @@
 """The ``seps-bench report [MATRIX ...]`` subcommand (listed in :mod:`seps.cli.registry`).
 
 Kept apart from the report code so that all of the command line (arguments, messages,
-exit status) of reports is in this one file.
+exit status) of reports is in this one file. Records at another code version than this
+code's (:func:`seps.version.code_version`), or at several, are refused in one line
+unless ``--allow-mixed-versions``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..ablations import default_root, load_matrix
 from ..report.records import matrices_with_records
 from ..report.render import write_report
 from ..store import scan_records
+from ..version import code_version
 from .options import add_reports_option, add_results_option
 
 
@@ -30,9 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-mixed-versions",
         action="store_true",
-        help="report records made by different versions of the code in one table (default: "
-        "refuse, naming the versions; 'seps-bench run MATRIX --rerun-stale' recomputes the "
-        "stale ones)",
+        help="write the page even when its records are not all at this code's version "
+        "(stale: made by other code, or before records carried a version) or are of several "
+        "versions; the page then opens with a banner naming them. Default: refuse, naming "
+        "the versions ('seps-bench run MATRIX --rerun-stale' recomputes the stale ones)",
     )
     p.add_argument(
         "--ablations",
@@ -66,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             args.reports,
             root=root,
             allow_mixed_versions=args.allow_mixed_versions,
+            current_version=code_version(),
         )
         print(f"report: {path}")
     return status

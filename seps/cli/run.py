@@ -103,8 +103,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-mixed-versions",
         action="store_true",
-        help="let the report show records of different code versions together (default: "
-        "the report step refuses them; see --rerun-stale)",
+        help="let the report step write the page even when its records are not all at this "
+        "code's version (stale records kept) or are of several versions, with a banner "
+        "naming them (default: the report step refuses them; see --rerun-stale)",
     )
     p.add_argument("--no-report", action="store_true", help="do not regenerate the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -188,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
             Path(args.reports),
             root=root,
             allow_mixed_versions=args.allow_mixed_versions,
+            current_version=code_version(),
         )
         print(f"report: {path}")
     return 0 if counts["done"] == len(records) and not records.unreadable else 1

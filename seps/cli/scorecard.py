@@ -1,7 +1,9 @@
 """The ``seps-bench scorecard`` subcommand (listed in :mod:`seps.cli.registry`).
 
 Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``seps/definitions/claims.yaml``
-and the stored run records; never trains. Kept apart from the report code so that all of
+and the stored run records; never trains. Records at another code version than this
+code's (:func:`seps.version.code_version`), or at several, are refused in one line
+unless ``--allow-mixed-versions``. Kept apart from the report code so that all of
 the command line of the scorecard (arguments, messages, exit status) is in this file.
 """
 
@@ -15,6 +17,7 @@ from ..ablations import default_root
 from ..report.headline import write_headline
 from ..report.scorecard import write_scorecard
 from ..store import scan_records
+from ..version import code_version
 from .options import add_results_option, deprecated_alias
 
 
@@ -45,9 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-mixed-versions",
         action="store_true",
-        help="judge records made by different versions of the code together (default: "
-        "refuse, naming the versions; 'seps-bench run MATRIX --rerun-stale' recomputes the "
-        "stale ones)",
+        help="write the page even when its records are not all at this code's version "
+        "(stale: made by other code, or before records carried a version) or are of several "
+        "versions; the page then opens with a banner naming them. Default: refuse, naming "
+        "the versions ('seps-bench run MATRIX --rerun-stale' recomputes the stale ones)",
     )
 
 
@@ -61,12 +65,20 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {err}; not used by the scorecard", file=sys.stderr)
     if args.readme:
         path = write_headline(
-            args.readme, results, root, allow_mixed_versions=args.allow_mixed_versions
+            args.readme,
+            results,
+            root,
+            allow_mixed_versions=args.allow_mixed_versions,
+            current_version=code_version(),
         )
         print(f"headline block: {path}")
         return 0
     path = write_scorecard(
-        args.results, args.output, root, allow_mixed_versions=args.allow_mixed_versions
+        args.results,
+        args.output,
+        root,
+        allow_mixed_versions=args.allow_mixed_versions,
+        current_version=code_version(),
     )
     print(f"scorecard: {path}")
     return 0

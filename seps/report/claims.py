@@ -32,6 +32,7 @@ DIRECTIONS = {"+": "higher", "-": "lower", "0": "no effect"}
 KINDS = ("effect", "optimum", "leakage")
 #: The fields a claim may have.
 FIELDS = ("id", "claim", "source", "matrix", "protocol", "runs", "direction", "size", "kind")
+FIELDS += ("relative_size", "equivalence_margin")
 FIELDS += ("testable", "why", "group", "shown", "order", "baseline_at_most")
 #: Groups of claims other than the paper's (``group:``): ``controls``, the instrument's
 #: own checks, judged in the scorecard's first section (:mod:`seps.report.controls`).
@@ -73,6 +74,8 @@ class Claim:
     order: tuple[str, ...] = ()
     baseline_at_most: float | None = None
     undefined: tuple[str, ...] = ()
+    relative_size: float | None = None
+    equivalence_margin: float | None = None
 
     def runs(self) -> set[str]:
         """Every run id the claim names (its pairs, ``shown`` and ``order``)."""
@@ -191,6 +194,21 @@ def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix
         size is None or (isinstance(size, (int, float)) and not isinstance(size, bool)),
         f"field 'size': expected a number or null, got {size!r}",
     )
+    relative = entry.get("relative_size")
+    check(
+        relative is None or (_number(relative) and relative != 0 and direction in ("+", "-")),
+        f"field 'relative_size': expected a non-zero number for a claim of direction '+' or "
+        f"'-', or null, got {relative!r}",
+    )
+    check(
+        relative is None or (relative > 0) == (direction == "+"),
+        f"field 'relative_size': {relative!r} has the sign opposite to direction {direction!r}",
+    )
+    margin = entry.get("equivalence_margin")
+    check(
+        margin is None or (_number(margin) and margin > 0),
+        f"field 'equivalence_margin': expected a positive number (rSum) or null, got {margin!r}",
+    )
     why = _text(entry, "why", where) if not testable else None
     claim, source = _text(entry, "claim", where), _text(entry, "source", where)
     size = None if size is None else float(size)
@@ -211,7 +229,14 @@ def _claim(entry: Any, index: str, root: Path | None, matrices: dict[str, Matrix
         order,
         None if at_most is None else float(at_most),
         tuple(undefined),
+        None if relative is None else float(relative),
+        None if margin is None else float(margin),
     )
+
+
+def _number(x: Any) -> bool:
+    """A YAML number (an int or a float, not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def load_claim_file(

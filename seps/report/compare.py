@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formatting import is_missing
-from ..stats import ALPHA, CORRECTIONS, correct, paired_test
+from ..stats import ALPHA, CORRECTIONS, correct, paired_sd, paired_test
 from .blind import text_blind_reason
 from .records import eval_dense_of
 
@@ -206,6 +206,11 @@ class Comparison:
     reason: str | None = None
     blind: str | None = None
     blind_side: str | None = None
+
+    @property
+    def sd(self) -> float:
+        """The standard deviation of the per-seed differences (NaN below 2 seeds)."""
+        return paired_sd(self.half, self.n)
 
     @property
     def testable(self) -> bool:

@@ -15,7 +15,10 @@ where a row holds when
 
 1. its verdict is ``supported`` (direction ``+`` or ``-``: detected on the claimed side),
    or, for direction ``0`` (a switch that cannot act), ``identical`` (every seed's
-   metrics bit-identical: "identical bits") or ``not detected``;
+   metrics bit-identical: "identical bits"), ``equivalent`` (within the claim's
+   ``equivalence_margin`` by the TOST) or ``not detected`` with a test powered for that
+   margin (an ``underpowered`` negative control does not hold: it could not have seen
+   an effect of the margin's size);
 2. with ``baseline_at_most``: the baseline's mean rSum over the paired seeds is at most
    that fraction of the variant's (``learns``: untrained <= 25% of trained);
 3. with ``order``: the runs' mean rSum (each over its seeds) do not increase along the
@@ -38,21 +41,22 @@ from ..stats import ALPHA
 from .claims import Claim
 from .compare import Family
 from .summary import p_value_text
-from .verdicts import IDENTICAL, NO_RECORDS, holm_interval
+from .verdicts import EQUIVALENT, IDENTICAL, NO_RECORDS, NOT_DETECTED, holm_interval
 
 if TYPE_CHECKING:  # the scorecard imports this module
-    from .scorecard import Row
+    from .scorecard_rows import Row
 
 #: The claims of this group are the controls.
 GROUP = "controls"
 #: The section's heading.
 TITLE = "Controls: can this instrument see?"
-#: Verdicts under which a row holds, by claimed direction.
-HOLDING = {"+": ("supported",), "-": ("supported",), "0": (IDENTICAL, "not detected")}
+#: Verdicts under which a row holds, by claimed direction (a verdict holds when it starts
+#: with one of them: ``not detected (no stated size)`` is a ``not detected``).
+HOLDING = {"+": ("supported",), "-": ("supported",), "0": (IDENTICAL, EQUIVALENT, NOT_DETECTED)}
 #: Why a verdict does not hold, in the holds column.
 FAILURES = {
     "contradicted": "detected with the wrong sign",
-    "not detected": "not detected",
+    NOT_DETECTED: "not detected",
 }
 
 
@@ -256,7 +260,9 @@ def controls_section(judged: Sequence[tuple[Row, str]], family: Family) -> list[
         f"{fmt_n(family.size, 'paired test')} (a family apart from the claims', so the "
         "controls leave the claims' corrections unchanged). A control holds when each "
         "of its tests is detected on the claimed side (the negative control: identical "
-        "bits, or not detected), the untrained rSum is at most the stated fraction of "
+        "bits, equivalent within its margin by the two one-sided tests, or not detected "
+        "by a test powered for that margin), the untrained rSum is at most the stated "
+        "fraction of "
         "the trained one where one is stated, and the means follow the stated order "
         "where one is stated; runs marked shown are stated without a verdict "
         "(`seps/report/controls.py`).",

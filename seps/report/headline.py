@@ -9,15 +9,14 @@ The block is rendered by a pure function (:func:`render_headline`) of plain data
 (:class:`Headline`); :func:`headline_of` gathers that data from a result store with the
 scorecard's and the report's own code (:func:`seps.report.scorecard.scorecard_inputs`,
 :func:`seps.report.differences.difference_rows`), and :func:`replace_block` splices a
-block into a text. When the records come from several code versions (refused unless
-``allow_mixed_versions``) the block opens with a banner naming each version and its
+block into a text. When the records come from several code versions, or (given the
+current one) from another version than this code's (refused unless
+``allow_mixed_versions``), the block opens with a banner naming each version and its
 record count.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,8 @@ from .differences import DIRECTIONS, difference_cells, difference_rows
 from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
-from .scorecard import family_of_rows, paper_rows, scorecard_inputs, verdict_counts
+from .scorecard import impact_levels, paper_rows, scorecard_inputs, verdict_counts
+from .versions import version_counts
 
 #: The marker lines around the generated block (each alone on its line).
 BEGIN = "<!-- BEGIN GENERATED: headline -->"
@@ -48,7 +48,8 @@ class Headline:
     :func:`~seps.report.differences.difference_rows` gives it; ``presets``: (preset, rSum
     mean ± CI) of the differences matrix; ``profile``: the profile of that table;
     ``card_versions`` and ``table_versions``: (code version, record count) of the records
-    the counts and the table read, most frequent first."""
+    the counts and the table read, most frequent first; ``current``: this code's version
+    (``None``: not compared)."""
 
     counts: dict[str, int]
     claims: int
@@ -57,17 +58,28 @@ class Headline:
     profile: str | None
     card_versions: list[tuple[str, int]]
     table_versions: list[tuple[str, int]]
+    current: str | None = None
 
 
 def render_headline(h: Headline) -> str:
     """The block's markdown (without the markers), ending with a newline."""
     lines: list[str] = []
     card, table = _listed(h.card_versions), _listed(h.table_versions)
-    if len({v for v, _ in h.card_versions + h.table_versions}) > 1:
+    found = {v for v, _ in h.card_versions + h.table_versions}
+    if len(found) > 1:
         lines += [
             f"> **Mixed code versions.** The scorecard's counts read records of {card}; the "
-            f"table's, {table}. Generated with `--allow-mixed-versions` while the older "
-            "records are recomputed.",
+            f"table's, {table}"
+            + (f"; this code is {h.current}" if h.current is not None else "")
+            + ". Generated with `--allow-mixed-versions` while the older records are "
+            "recomputed.",
+            "",
+        ]
+    elif h.current is not None and found and found != {h.current}:
+        lines += [
+            f"> **Stale records.** The scorecard's counts and the table read records of "
+            f"{card}; this code is {h.current}. Generated with `--allow-mixed-versions` while "
+            "they are recomputed.",
             "",
         ]
     elif h.card_versions or h.table_versions:
@@ -132,23 +144,29 @@ def _listed(versions: list[tuple[str, int]]) -> str:
     return f"code version{'s' if len(versions) > 1 else ''} {text}"
 
 
-def _versions(values: Iterable[object]) -> list[tuple[str, int]]:
-    counts = Counter("unversioned" if is_missing(v) else str(v) for v in values)
-    return sorted(counts.items(), key=lambda i: (-i[1], i[0]))
-
-
 def headline_of(
-    results_dir: str | Path, root: Path | None = None, *, allow_mixed_versions: bool = False
+    results_dir: str | Path,
+    root: Path | None = None,
+    *,
+    allow_mixed_versions: bool = False,
+    current_version: str | None = None,
 ) -> Headline:
     """The block's data from the records under ``results_dir``: the scorecard's rows
-    judged as ``seps-bench scorecard`` judges them, and the differences section of the
-    ``seven-differences`` report (its profile with the most completed records).
+    judged as ``seps-bench scorecard`` judges them (one Holm family per claim), and the
+    differences section of the ``seven-differences`` report (its profile with the most
+    completed records).
 
     Raises ``ValueError`` (one line naming the versions) when the records read come from
-    several code versions, unless ``allow_mixed_versions``."""
-    rows, used = scorecard_inputs(results_dir, root, allow_mixed_versions=allow_mixed_versions)
+    several code versions or, given ``current_version``, from another one, unless
+    ``allow_mixed_versions``."""
+    rows, used = scorecard_inputs(
+        results_dir,
+        root,
+        allow_mixed_versions=allow_mixed_versions,
+        current_version=current_version,
+    )
     rows = paper_rows(rows)  # the claims' verdicts; the controls are the scorecard's
-    counts = verdict_counts(rows, family_of_rows(rows))
+    counts = verdict_counts(rows, levels=impact_levels(root))
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))
     current = data.current
@@ -158,6 +176,7 @@ def headline_of(
         [None if is_missing(v) else str(v) for v in card + read],
         allow_mixed=allow_mixed_versions,
         what=f"{results_dir} (the records of the README's headline)",
+        current=current_version,
     )
     cells = difference_cells(current)
     profile = None
@@ -177,7 +196,16 @@ def headline_of(
         elif profile:
             presets.append((p, DASH))
     n_claims = len({r.claim.id for r in rows})
-    return Headline(counts, n_claims, table, presets, profile, _versions(card), _versions(read))
+    return Headline(
+        counts,
+        n_claims,
+        table,
+        presets,
+        profile,
+        version_counts(card),
+        version_counts(read),
+        current_version,
+    )
 
 
 def write_headline(
@@ -186,6 +214,7 @@ def write_headline(
     root: Path | None = None,
     *,
     allow_mixed_versions: bool = False,
+    current_version: str | None = None,
 ) -> Path:
     """Replace the headline block of ``readme`` (between its markers) with the block of
     the records under ``results_dir``; the rest of the file stays byte-identical. The
@@ -194,7 +223,12 @@ def write_headline(
     text = path.read_bytes().decode("utf-8")
     replace_block(text, "", str(path))
     block = render_headline(
-        headline_of(results_dir, root, allow_mixed_versions=allow_mixed_versions)
+        headline_of(
+            results_dir,
+            root,
+            allow_mixed_versions=allow_mixed_versions,
+            current_version=current_version,
+        )
     )
     new = replace_block(text, block, str(path))
     if new != text:

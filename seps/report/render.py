@@ -42,6 +42,7 @@ from .protocols import protocol_comparisons, protocol_section
 from .records import current_records, load_results, machines_line, profiles, runs_of
 from .scorecard import controls_report_section
 from .summary import summarise_current, summary_comparisons, with_family
+from .versions import version_banner, version_counts, version_line
 
 
 class Section(NamedTuple):
@@ -111,6 +112,12 @@ def _reference_note(summary: pd.DataFrame) -> str:
     )
 
 
+def _versioned(cur: pd.DataFrame) -> pd.DataFrame:
+    """The records whose code version can be known: all but the unreadable files (named
+    under "Failed runs"), which carry none."""
+    return cur[cur["status"] != "unreadable"] if len(cur) else cur
+
+
 def render_report(
     data: ReportData,
     figures: Mapping[str, Any],
@@ -118,12 +125,16 @@ def render_report(
     plots: Mapping[str, str],
     extra: Sequence[str] = (),
     collapse_plot: str | None = None,
+    current: str | None = None,
 ) -> str:
     """The markdown of one matrix's report (``plots``: caption -> PNG file name;
     ``extra``: the lines of the matrix's extra sections, placed before the cost;
-    ``collapse_plot``: the PNG of the collapsed runs' validation curves, if drawn)."""
+    ``collapse_plot``: the PNG of the collapsed runs' validation curves, if drawn;
+    ``current``: this code's version, which the header states the records' against, a
+    stale page opening with a banner; ``None``: not compared)."""
     matrix, cur, summary, family = data.matrix, data.current, data.summary, data.family
-    lines = [f"# Report: {matrix.name}", ""]
+    versions = version_counts(_versioned(cur)["code_version"]) if len(cur) else []
+    lines = [f"# Report: {matrix.name}", "", *version_banner(versions, current)]
     if matrix.description:
         lines += [matrix.description, ""]
     lines += [
@@ -138,8 +149,7 @@ def render_report(
     shown = done if len(done) else cur
     dense_column = mixes_dense(shown)
     lines += dense_header_lines(shown)
-    versions = sorted({"unversioned" if pd.isna(v) else str(v) for v in cur["code_version"]})
-    lines += [f"Code version{'s' if len(versions) > 1 else ''}: {', '.join(versions)}.", ""]
+    lines += [version_line(versions, current), ""]
     lines += [machines_line(cur), ""]
     lines += ["## Protocol", "", *protocol_lines(shown), ""]
     lines += [
@@ -244,12 +254,15 @@ def write_report(
     root: Path | None = None,
     *,
     allow_mixed_versions: bool = False,
+    current_version: str | None = None,
 ) -> Path:
     """Regenerate ``<reports_dir>/<matrix>.md`` and its plots from stored records alone.
 
-    The current records must come from one version of the code
+    The current records must come from one version of the code and, given
+    ``current_version`` (this code's: the command passes it), from that one
     (:func:`seps.version.check_versions`; a ``ValueError`` names the versions) unless
-    ``allow_mixed_versions``. The header names the version(s).
+    ``allow_mixed_versions``, which writes the page with a banner naming them. The header
+    names the version(s), against ``current_version`` when given.
 
     ``matrix_name`` is a matrix of ``root/matrices/`` (default :func:`default_root`) or a
     path to a matrix file; its records are read from ``<results_dir>/<matrix name>/``.
@@ -265,9 +278,10 @@ def write_report(
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))
     if len(data.current):
         check_versions(
-            [None if pd.isna(v) else str(v) for v in data.current["code_version"]],
+            [None if pd.isna(v) else str(v) for v in _versioned(data.current)["code_version"]],
             allow_mixed=allow_mixed_versions,
             what=f"{Path(results_dir) / matrix.name}",
+            current=current_version,
         )
     out_dir = Path(reports_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +294,8 @@ def write_report(
         lines, _, _ = section.render(data.current, matrix.name, out_dir, data.family, **where)
         extra += lines
     path = out_dir / f"{matrix.name}.md"
-    atomic_write_text(path, render_report(data, figures, claims, plots, extra, collapse_plot))
+    text = render_report(data, figures, claims, plots, extra, collapse_plot, current_version)
+    atomic_write_text(path, text)
     return path
 
 

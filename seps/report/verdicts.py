@@ -3,9 +3,12 @@
 :func:`effect_verdict` judges one paired test (:class:`~seps.report.compare.Comparison`)
 against a claimed direction; :func:`optimum_verdict` judges a grid whose claimed best cell
 is compared with every other cell; :func:`holm_interval` widens a paired CI to match its
-Holm-corrected p-value. The tests belong to one correction family
-(:class:`~seps.report.compare.Family`), built by :mod:`seps.report.scorecard`, which turns
-records into rows and rows into markdown.
+Holm-corrected p-value. A test that detects nothing is then qualified by what it could
+have seen (:func:`powered_verdict`, with the numbers of :mod:`seps.report.power`):
+``equivalent``, ``not detected``, ``not detected (no stated size)`` or ``underpowered
+(needs about N seeds)``; a test on a bimodal side says so (:func:`bimodal_verdict`). The
+tests belong to Holm families (:class:`~seps.report.compare.Family`, one per claim),
+built by :mod:`seps.report.scorecard_judge`.
 """
 
 from __future__ import annotations
@@ -13,17 +16,42 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..formatting import is_missing
 from ..stats import ALPHA, t_quantile
 from .compare import Comparison, Family
 
+if TYPE_CHECKING:
+    from .bimodal import Split
+
 NO_RECORDS = "no records yet"
 IDENTICAL = "identical (no effect possible)"
 UNTESTABLE = "not testable here"
-#: Order of the verdict counts in the summary line.
-VERDICTS = ("supported", "contradicted", "not detected", IDENTICAL, "not enough seeds")
-VERDICTS += (NO_RECORDS, UNTESTABLE)
+#: Not detected, and the test could have detected the scaled claim (its MDE <= it).
+NOT_DETECTED = "not detected"
+#: Not detected, and the claim states no size to judge the test's power against.
+NO_SIZE = "not detected (no stated size)"
+#: Not detected, and the test could not have detected the scaled claim.
+UNDERPOWERED = "underpowered"
+#: Not detected, and the TOST shows the effect within the claim's equivalence margin.
+EQUIVALENT = "equivalent"
+#: Order of the verdict counts in the summary line (a verdict counts under the longest
+#: of these it starts with: ``underpowered (needs about 12 seeds)`` under
+#: ``underpowered``, ``not detected (no stated size)`` under itself).
+VERDICTS = ("supported", "contradicted", EQUIVALENT, NOT_DETECTED, NO_SIZE, UNDERPOWERED)
+VERDICTS += (IDENTICAL, "not enough seeds", NO_RECORDS, UNTESTABLE)
+#: Verdicts of a test that ran (a bimodal side is named after them).
+TESTED = ("supported", "contradicted", EQUIVALENT, NOT_DETECTED, NO_SIZE, UNDERPOWERED)
+
+
+def verdict_kind(verdict: str) -> str:
+    """The entry of :data:`VERDICTS` that ``verdict`` counts under: the longest one it
+    starts with."""
+    kinds = [v for v in VERDICTS if verdict.startswith(v)]
+    if not kinds:
+        raise ValueError(f"unknown verdict {verdict!r}; known: {', '.join(VERDICTS)}")
+    return max(kinds, key=len)
 
 
 @dataclass(frozen=True)
@@ -80,8 +108,53 @@ def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
     if c.n < 2 or is_missing(p_holm):
         return f"not enough seeds (n={c.n})"
     if p_holm >= ALPHA:
-        return "not detected"
+        return NOT_DETECTED
     return "supported" if ("+" if c.mean > 0 else "-") == direction else "contradicted"
+
+
+def underpowered_text(needed: int | None) -> str:
+    """``underpowered (needs about N seeds)``; without N (more than any count searched):
+    ``underpowered (needs more seeds than can be run)``."""
+    if needed is None:
+        return f"{UNDERPOWERED} (needs more seeds than can be run)"
+    return f"{UNDERPOWERED} (needs about {needed:,} seeds)"
+
+
+def powered_verdict(
+    verdict: str,
+    *,
+    scaled: float | None,
+    mde: float,
+    needed: int | None = None,
+    equivalent: bool = False,
+) -> str:
+    """A ``not detected`` verdict qualified by what its test could see; any other
+    ``verdict`` is returned as it is.
+
+    ``equivalent`` when the TOST showed the effect within the claim's margin; ``not
+    detected (no stated size)`` without a scaled claim (``scaled`` None); ``not detected``
+    only when the test's ``mde`` is at most ``|scaled|`` (it would have seen the claimed
+    effect with 80% power); else ``underpowered (needs about N seeds)``, N = ``needed``."""
+    if verdict != NOT_DETECTED:
+        return verdict
+    if equivalent:
+        return EQUIVALENT
+    if scaled is None:
+        return NO_SIZE
+    if not is_missing(mde) and mde <= abs(scaled):
+        return NOT_DETECTED
+    return underpowered_text(needed)
+
+
+def bimodal_verdict(verdict: str, splits: Sequence[Split]) -> str:
+    """``verdict`` followed by ``; test on a bimodal variant: `run` k of n seeds
+    functional`` for each bimodal side (:mod:`seps.report.bimodal`), when the verdict is
+    a test's (:data:`TESTED`): the paired test still ran, on every paired seed, but its
+    mean and SD mix the broken seeds with the functional ones."""
+    if not splits or verdict_kind(verdict) not in TESTED:
+        return verdict
+    sides = ", ".join(f"`{s.run}` {len(s.functional)} of {s.n} seeds functional" for s in splits)
+    return f"{verdict}; test on a bimodal variant: {sides}"
 
 
 @dataclass(frozen=True)
@@ -133,18 +206,27 @@ def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Opti
         shown = min(above, key=lambda c: (family.p(c.comparison), -c.mean))  # type: ignore[arg-type]
         return Optimum("contradicted", best, shown, above, below, len(tests))
     shown = best if best is not cells[0] else runner_up
-    verdict = "supported" if below else "not detected"
+    verdict = "supported" if below else NOT_DETECTED
     return Optimum(verdict, best, shown, above, below, len(tests))
 
 
 __all__ = [
+    "EQUIVALENT",
     "IDENTICAL",
+    "NOT_DETECTED",
     "NO_RECORDS",
+    "NO_SIZE",
+    "TESTED",
+    "UNDERPOWERED",
     "UNTESTABLE",
     "VERDICTS",
     "Cell",
     "Optimum",
+    "bimodal_verdict",
     "effect_verdict",
     "holm_interval",
     "optimum_verdict",
+    "powered_verdict",
+    "underpowered_text",
+    "verdict_kind",
 ]

@@ -1,0 +1,136 @@
+"""Bimodal and broken runs (seps/report/bimodal.py): a side whose seeds split into some at
+chance level and some that learned is reported as `k of n seeds functional` with both
+groups' means, and its verdict says the test is on a bimodal variant.
+
+Hand-made records (1,000 test images: chance rSum 3.2, broken at <= 6.4); nothing trains.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ablation_roots import make_ablation_root
+from test_scorecard import MEASURED, SCALED, VERDICT, _rows
+
+from seps.report.bimodal import BROKEN_FACTOR, bimodal_sides, broken_limit, split_seeds
+from seps.report.chance import chance_rsum
+from seps.report.scorecard import write_scorecard
+from seps.report.verdicts import bimodal_verdict
+from seps.store import SCHEMA
+
+#: Test rSum per seed: `flaky` learns on seeds 0, 1, 4 and stays at chance on 2 and 3.
+RSUM = {
+    "base": [212.0, 215.0, 209.0, 214.0, 211.0],
+    "flaky": [210.0, 213.0, 0.7, 0.1, 208.0],
+    "steady": [213.0, 214.5, 210.5, 213.0, 212.5],
+}
+MATRIX = {
+    "name": "mini",
+    "baseline": "base",
+    "runs": [
+        {"id": "base", "preset": "code"},
+        {"id": "flaky", "preset": "code", "set": {"hrpa": "mean_topk"}},
+        {"id": "steady", "preset": "code", "set": {"aggregation": "dual"}},
+    ],
+}
+
+
+def _claim(cid: str, variant: str) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "claim": f"{variant} lowers rSum",
+        "source": "a test",
+        "matrix": "mini",
+        "protocol": "candidate",
+        "runs": {"baseline": "base", "variants": [variant]},
+        "direction": "-",
+        "size": None,
+        "relative_size": -0.05,
+    }
+
+
+def _record(run: str, seed: int) -> dict[str, Any]:
+    rsum = RSUM[run][seed]
+    recalls = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+    head = {"embed_size": 64, **next(r.get("set", {}) for r in MATRIX["runs"] if r["id"] == run)}
+    return {
+        "schema": SCHEMA,
+        "matrix": "mini",
+        "profile": "standard",
+        "run_id": run,
+        "seed": seed,
+        "key": f"k-{run}",
+        "status": "done",
+        "started": 1000.0,
+        "head_config": head,
+        "train_config": {"dataset": "synthetic", "dense_source": "candidate", "seed": seed},
+        "metrics": {**{m: rsum / 6 for m in recalls}, "rsum": rsum},
+        "dense_source": "candidate",
+        "eval_images": 1000,
+        "code_version": "v1",
+        "history": [],
+    }
+
+
+def _side(run: str) -> dict[int, dict[str, Any]]:
+    return {s: {"rsum": r, "eval_images": 1000} for s, r in enumerate(RSUM[run])}
+
+
+def test_broken_is_at_most_k_times_chance():
+    assert broken_limit(1000) == pytest.approx(BROKEN_FACTOR * chance_rsum(1000)[0])
+    assert 6.0 < broken_limit(1000) < 7.0
+    split = split_seeds("flaky", _side("flaky"))
+    assert (split.functional, split.broken) == ((0, 1, 4), (2, 3))
+    assert split.functional_mean == pytest.approx(210.333, abs=1e-3)
+    assert split.broken_mean == pytest.approx(0.4)
+    assert split.bimodal
+
+
+def test_one_mode_is_not_bimodal():
+    assert not split_seeds("steady", _side("steady")).bimodal
+    all_broken = {s: {"rsum": 1.0, "eval_images": 1000} for s in range(3)}
+    assert not split_seeds("dead", all_broken).bimodal
+    # A seed without rSum or test size is in neither group.
+    odd = {0: {"rsum": 200.0, "eval_images": 1000}, 1: {"rsum": None, "eval_images": 1000}}
+    assert split_seeds("odd", odd).n == 1
+    sides = {"flaky": _side("flaky"), "base": _side("base")}
+    assert [s.run for s in bimodal_sides(sides)] == ["flaky"]
+
+
+def test_bimodal_variant_reported_as_k_of_n(tmp_path: Path):
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
+    claims = [_claim("breaks", "flaky"), _claim("holds", "steady")]
+    (root / "claims.yaml").write_text(yaml.safe_dump({"claims": claims}, sort_keys=False))
+    folder = tmp_path / "results" / "mini"
+    folder.mkdir(parents=True)
+    for run in RSUM:
+        for s in range(5):
+            path = folder / f"{run}-k-{run}-s{s}.json"
+            path.write_text(json.dumps(_record(run, s), sort_keys=True))
+    text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
+    rows = _rows(text)
+    measured = rows["breaks"][MEASURED]
+    # k of n with both groups' means, the baseline on the same seeds, no mean ± CI.
+    assert measured.startswith(
+        "`flaky`: 3 of 5 seeds functional (mean rSum 210.3; broken seeds 2, 3: 0.4); "
+        "`base` 212.2 on the same seeds; Δ -85.8 over all 5 paired seeds (p Holm "
+    )
+    assert measured.endswith("; no interval: bimodal)") and "[" not in measured
+    # The paired test still ran (a verdict of a test), and says it is on a bimodal variant.
+    verdict = rows["breaks"][VERDICT]
+    assert verdict.endswith("; test on a bimodal variant: `flaky` 3 of 5 seeds functional")
+    assert verdict.startswith(("underpowered", "not detected", "supported"))
+    assert rows["breaks"][SCALED].startswith("-10.6 (-5.0% of 212.2)")
+    # A one-mode variant keeps its mean and interval.
+    assert rows["holds"][MEASURED].startswith("+0.5 [") and "bimodal" not in rows["holds"][VERDICT]
+
+
+def test_bimodal_verdict_names_only_a_test_verdict():
+    split = split_seeds("flaky", _side("flaky"))
+    assert bimodal_verdict("supported", [split]).endswith("`flaky` 3 of 5 seeds functional")
+    assert bimodal_verdict("no records yet", [split]) == "no records yet"
+    assert bimodal_verdict("not detected", []) == "not detected"
