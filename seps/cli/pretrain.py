@@ -7,14 +7,16 @@ import json
 
 from ..float_path import check_in_force
 from ..prebuild import build_checked
-from ..train.pretrain import RECIPES, is_complete, pretrained_dir
+from ..train.pretrain import RECIPES, is_complete, pretrained_dir, recipe
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "recipe",
         nargs="?",
-        help=f"recipe to build ({', '.join(sorted(RECIPES))}); omit to list the recipes",
+        help=f"recipe to build ({', '.join(sorted(RECIPES))}), or build B of one as "
+        "RECIPE@B (its seeds and draw moved by B: what train.pretrain_builds starts seed s "
+        "from, B = s mod the number of builds); omit to list the recipes",
     )
     p.add_argument(
         "--root",
@@ -31,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
             state = "built" if is_complete(folder) else "not built"
             print(f"{name}: {r.description}\n  {folder} ({state})")
         return 0
-    if args.recipe not in RECIPES:
-        raise ValueError(f"recipe {args.recipe!r}: unknown; known: {', '.join(sorted(RECIPES))}")
+    try:
+        recipe(args.recipe)
+    except ValueError as exc:  # the message names the config field; here it is the argument
+        raise ValueError(str(exc).replace("train config field 'pretrain'", "recipe")) from None
     check_in_force()
     folder = build_checked(args.recipe, args.root, progress=not args.no_progress)
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
