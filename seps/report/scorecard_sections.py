@@ -97,11 +97,12 @@ def preamble(
         "Verdicts on this synthetic benchmark are about mechanisms (does a switch move "
         "retrieval in the claimed direction at this scale, with tiny pretrained backbones), "
         "not about Flickr30K numbers: the claimed sizes come from Flickr30K or COCO with "
-        "ViT-Base and BERT-base trained for 30 epochs. Every run of a profile fine-tunes "
-        "the same pretrained backbones (one build of its pretraining recipe): the seeds vary "
-        "the head's initialisation, the data order and the dataset draw, so an interval "
-        "covers those and not the pretraining, whose build differs between CPU types "
-        '(README, "Across machines").',
+        "ViT-Base and BERT-base trained for 30 epochs. The runs of a profile start from "
+        "the pretrained backbones of its recipe: one build (`standard`: the seeds vary the "
+        "head's initialisation, the data order and the dataset draw, so an interval covers "
+        "those and not the pretraining), or, where the profile sets `pretrain_builds: N` "
+        "(`unimodal`), seed s from build s mod N, so that an interval covers the build too. "
+        'A build differs between CPU types (README, "Across machines").',
         "",
         "**Statistics.** Effect: the paired difference in rSum, variant − baseline, over "
         f"the seeds both have: its mean, then its interval. p Holm: "
