@@ -150,3 +150,21 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_package(monkeypatc
     assert cli.main(["export"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'pandas'" in err[0] and "seps-bench[all]" in err[0]
+
+
+def test_pretrain_accepts_a_numbered_build_and_names_a_bad_one(monkeypatch, tmp_path, capsys):
+    import seps.cli.pretrain as cli_pretrain
+
+    built = []
+
+    def fake_build(name, root, progress):  # the build itself takes tens of minutes
+        built.append(name)
+        (tmp_path / "meta.json").write_text('{"final_loss": 0.5, "train_seconds": 1}')
+        return tmp_path
+
+    monkeypatch.setattr(cli_pretrain, "build_checked", fake_build)
+    assert main(["pretrain", "uni-48-w128@1", "--no-progress"]) == 0
+    assert built == ["uni-48-w128@1"]
+    assert main(["pretrain", "uni-48-w128@x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "recipe: unknown recipe 'uni-48-w128@x'" in err and "train config field" not in err
