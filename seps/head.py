@@ -12,10 +12,11 @@ bound the memory (the result does not depend on them). Within a chunk the word
 padding beyond the chunk's longest caption is cut before any GEMM, and at
 evaluation the texts are taken in order of length so that little padding is left
 (the similarities come back in the callers' order); the text-side bookkeeping of
-this (chunk size, ordering, repeated dense captions) is :mod:`seps.chunking`. ``impl``
-selects one of the interchangeable kernel implementations of :mod:`seps.kernels`
-(``batched`` by default): an op set for the batched pass, or ``loop``, the
-reference per-text loop of :mod:`seps.reference`.
+this (chunk size, ordering, repeated dense captions) is :mod:`seps.chunking`, and the
+steps themselves (3-5 of a block of images, 6-8 of one alignment unit) are
+:mod:`seps.head_steps`. ``impl`` selects one of the interchangeable kernel
+implementations of :mod:`seps.kernels` (``batched`` by default): an op set for the
+batched pass, or ``loop``, the reference per-text loop of :mod:`seps.reference`.
 """
 
 from __future__ import annotations
@@ -23,99 +24,42 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
 
-from .aggregation import TokenAggregation, pair_weights
-from .alignment import HRPA, KeptWeights, patch_word_scores, use_gram
+from .aggregation import TokenAggregation
+from .alignment import HRPA, use_gram
 from .chunking import (
     ClsColumns,
     TextBatch,
     TextReuse,
     auto_chunk_size,
     dense_runs,
-    is_expanded,
     order_by_length,
     texts_per_image,
 )
 from .config import SEPSConfig, get_config, keep_count
-from .controls import control_score
 from .head_inputs import check_inputs
+from .head_steps import (
+    ImageRows,
+    ImageState,
+    Selection,
+    Unit,
+    align_unit,
+    global64,
+    select_block,
+)
 from .kernels import Kernel, KernelOps, get_kernel
 from .reference import loop_forward, per_image_calls
 from .selection import (
     PatchSelector,
-    guide_scores,
     has_cls_token,
     image_self_attention,
     l2n,
     split_cls_token,
-    text_global,
 )
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """One alignment against one caption kind: ``words`` (the caption the tokens are
-    aligned against), ``branches`` (the selections whose tokens it uses: one, or two
-    under ``fused``), whether it uses the gram contraction order (``None``: decided
-    per text chunk from the chunk's longest caption, :func:`seps.alignment.use_gram`)
-    and ``kept``, the ``K`` of compact aggregation weights (:meth:`SEPSHead._kept`)."""
-
-    words: str
-    branches: tuple[str, ...]
-    gram: bool | None
-    kept: int | None
-
-
-@dataclass
-class _ImageState:
-    """Text-independent tensors of the images, computed once per forward pass."""
-
-    x: Tensor  # (B_v, N, C) spatial tokens
-    x_sel: Tensor  # x, detached under detach_selection
-    xn: Tensor  # (B_v, N, C) l2n(x), no gradient
-    xn64: Tensor  # xn in float64 (step 3, see guide_scores)
-    s_im: Tensor  # (B_v, N) image self-attention
-    s_p: dict[str, Tensor | None]  # score predictor per branch (paper scoring)
-    exp_logits: dict[str, Tensor]  # (B_v, N, N_c) aggregation exp-logits per branch
-    cls_n: Tensor | None  # (B_v, C) l2n([CLS])
-
-
-class _ImageRows:
-    """Per-image views of an :class:`_ImageState` (``unbind``: one backward stack)."""
-
-    def __init__(self, st: _ImageState) -> None:
-        self.x = st.x_sel.unbind(0)
-        self.xn = st.xn.unbind(0)
-        self.exp_logits = {b: e.unbind(0) for b, e in st.exp_logits.items()}
-
-
-def _global64(t: TextBatch) -> Tensor:
-    """``text_global`` in float64 of every caption of ``t`` (``(B_t, C)``, or ``(B_v, C)``
-    for a per-image kind).
-
-    One caption expanded over every text (stride 0) is computed once and expanded:
-    converting ``B_t`` copies to float64 cost 80% of a ``paper``-preset call.
-    """
-    if is_expanded(t):
-        return text_global(t.raw[:1].double(), t.lens[:1]).expand(t.raw.shape[0], -1)
-    return text_global(t.raw.double(), t.lens)
-
-
-def _control_mask(
-    selection: str, prior: Tensor, topk: Callable[[Tensor, int], Tensor]
-) -> Callable[[Tensor, int], Tensor]:
-    """``mask_fn(score, k)`` of a selection control: the top-``k`` of
-    :func:`seps.controls.control_score` of ``prior`` and the learned ``score``."""
-
-    def mask_fn(score: Tensor, k: int) -> Tensor:
-        return topk(control_score(selection, prior, score.detach()), k).to(score.dtype)
-
-    return mask_fn
 
 
 class SEPSHead(nn.Module):
@@ -380,13 +324,13 @@ class SEPSHead(nn.Module):
             for b in self.selectors
         }
 
-    def _dense_only_unit(self, unit: _Unit) -> bool:
+    def _dense_only_unit(self, unit: Unit) -> bool:
         """Whether ``unit`` depends on a text only through its dense caption."""
         if unit.branches != ("dense",):
             return False
         return self.config.scoring == "code" or self.config.dense_fusion == "dense_only"
 
-    def _image_state(self, img_embs: Tensor) -> _ImageState:
+    def _image_state(self, img_embs: Tensor) -> ImageState:
         """The text-independent work, once per image (see :meth:`batched_forward`)."""
         cfg = self.config
         cls, x = split_cls_token(img_embs)  # x: (B_v, N, C)
@@ -410,13 +354,13 @@ class SEPSHead(nn.Module):
                     per_net[net] = agg.exp_logits(agg.logits(x_sel, b))
                 exp_logits[b] = per_net[net]
         cls_n = None if cls is None else l2n(cls)
-        return _ImageState(x, x_sel, xn, xn64, s_im, s_p, exp_logits, cls_n)
+        return ImageState(x, x_sel, xn, xn64, s_im, s_p, exp_logits, cls_n)
 
     def _run(
         self,
-        st: _ImageState,
+        st: ImageState,
         texts: dict[str, TextBatch],
-        units: list[_Unit],
+        units: list[Unit],
         branches: tuple[str, ...],
         noise: dict[str, tuple[Tensor, ...]],
         prior: Tensor | None = None,
@@ -461,7 +405,7 @@ class SEPSHead(nn.Module):
         # About a dozen (V, B_t, N) tensors per branch live during a block.
         per_image = 48 * b_t * n * len(branches)
         block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
-        img = _ImageRows(st)
+        img = ImageRows(st)
         rows: list[Tensor] = []
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
         for v0 in range(0, b_v, block):
@@ -497,11 +441,11 @@ class SEPSHead(nn.Module):
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
 
-    def _gram_rows(self, st: _ImageState) -> tuple[Tensor, ...]:
+    def _gram_rows(self, st: ImageState) -> tuple[Tensor, ...]:
         """The Gram matrix ``x x^T`` ``(N, N)`` of each image (per-image work)."""
         return torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)
 
-    def _units(self, texts: dict[str, TextBatch], n: int) -> list[_Unit]:
+    def _units(self, texts: dict[str, TextBatch], n: int) -> list[Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2)."""
         cfg = self.config
         n_c = cfg.num_aggregated
@@ -523,7 +467,7 @@ class SEPSHead(nn.Module):
                 ends = (int(lens.min()), int(lens.max())) if lens.numel() else (1, 1)
                 short, long = (use_gram(e, n, n_c, c, kept) for e in ends)
                 gram = short if short == long else None
-            units.append(_Unit(words, branches, gram, kept))
+            units.append(Unit(words, branches, gram, kept))
         return units
 
     def _kept(self, branches: tuple[str, ...], n: int) -> int | None:
@@ -551,8 +495,8 @@ class SEPSHead(nn.Module):
     def _global64(self, t: TextBatch) -> Tensor:
         reuse = self._reusing()
         if reuse is None or not reuse.owns(t):
-            return _global64(t)
-        return reuse.get("global64", (t,), lambda: _global64(t))
+            return global64(t)
+        return reuse.get("global64", (t,), lambda: global64(t))
 
     def _guides(self, branches: tuple[str, ...]) -> set[str]:
         """Caption kinds whose global embedding the selections of ``branches`` read: each
@@ -567,7 +511,7 @@ class SEPSHead(nn.Module):
     def _select_block(
         self,
         vs: slice,
-        st: _ImageState,
+        st: ImageState,
         branches: tuple[str, ...],
         glob: dict[str, Tensor],
         noise: dict[str, tuple[Tensor, ...]],
@@ -575,99 +519,33 @@ class SEPSHead(nn.Module):
         texts: dict[str, TextBatch],
         b_t: int,
         prior: Tensor | None = None,
-    ) -> dict[str, tuple[Tensor, Tensor, Tensor, Tensor]]:
-        """Steps 3-5 for images ``vs`` and every text: per branch ``(keep, D, weight,
-        extra_weights)``, each ``(V, B_t, N)``. A per-image caption guides with one
-        ``(V, 1, N)`` row per image; a branch that reads nothing per text then decides
-        once per image, expanded over the texts (noise-free decisions of equal scores
-        are equal). ``prior (V, B_t, N)``: the selection control's prior (see
-        :meth:`forward`): the hard mask keeps the top of its control score instead."""
-        cfg = self.config
-        s_im = st.s_im[vs]
-        with torch.no_grad():
-            guide = {
-                k: guide_scores(
-                    g[vs].unsqueeze(1) if texts[k].per_image else g, st.xn64[vs], s_im.dtype
-                )
-                for k, g in glob.items()
-            }
-        out = {}
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
-            for b in branches:
-                selector = self.selectors[b]
-                other = "dense" if b == "sparse" else "sparse"
-                s_other = None
-                # The other caption enters the paper score only when both enter the head.
-                if cfg.dense_fusion in ("dual_branch", "fused") and other in guide:
-                    s_other = guide[other]
-                sp = st.s_p[b]
-                score = selector.score(s_im, guide[b], s_other, None if sp is None else sp[vs])
-                nz = tuple(g[vs] for g in noise[b])
-                if (nz or prior is not None) and score.shape[1] != b_t:
-                    score = score.expand(-1, b_t, -1)  # each pair draws its own noise / prior
-                mask_fn = ops.topk_mask
-                if prior is not None:
-                    mask_fn = _control_mask(cfg.selection, prior, ops.topk_mask)
-                keep, decision, weight = selector.decide(score, nz, mask_fn)
-                parts = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
-                out[b] = tuple(p.expand(-1, b_t, -1) for p in parts)  # type: ignore[assignment]
-        return out
+    ) -> dict[str, Selection]:
+        """Steps 3-5 for images ``vs`` and every text (:func:`seps.head_steps.select_block`).
+
+        A method, so that instrumentation can wrap it per head (:mod:`seps.bench.flops`)."""
+        return select_block(
+            self.config, self.selectors, ops, vs, st, branches, glob, noise, texts, b_t, prior
+        )
 
     def _align_unit(
         self,
-        unit: _Unit,
+        unit: Unit,
         v: int,
         sl: slice,
-        img: _ImageRows,
-        sel: dict[str, tuple[Tensor, Tensor, Tensor, Tensor]],
+        img: ImageRows,
+        sel: dict[str, Selection],
         texts: dict[str, TextBatch],
         cls_col: Tensor | None,
         gram: Tensor | None,
         ops: KernelOps,
     ) -> Tensor:
-        """Steps 6-8 of one alignment unit for image ``v`` and texts ``sl``: ``(B_t,)``."""
-        fused = len(unit.branches) > 1
-        # Fused (row 2): joint aggregation W_s V_s + W_d V_d and the mean extra token;
-        # both are linear in x, so the weights are combined before the one product.
-        extra = sel[unit.branches[0]][3]
-        if fused:
-            extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
-        agg: Tensor | KeptWeights | None = None
-        body_masks: tuple[Tensor, ...] = ()
-        words = texts[unit.words]
-        m = words.words_of(v, sl)  # padding words cost GEMM work and are masked anyway
-        cfg = self.config
-        if unit.gram is None and gram is not None:
-            n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
-            if not use_gram(m, n, n_c, c, unit.kept):
-                gram = None  # this chunk's captions are long enough for the direct order
-        # The compact form needs exactly K kept patches in every pair; a top-K of
-        # non-finite scores (a diverging run) keeps none, and takes the general path.
-        keep0 = sel[unit.branches[0]][0]
-        if (
-            self.aggregation is not None
-            and unit.kept is not None
-            and bool((keep0.sum(-1) == unit.kept).all())
-        ):
-            agg = KeptWeights.from_keep(img.exp_logits[unit.branches[0]][v], keep0)
-        elif self.aggregation is not None:
-            for b in unit.branches:
-                w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
-                agg = w if agg is None else agg + w
-        else:
-            body_masks = tuple(sel[b][0] for b in unit.branches)
-        norm, mask = words.rows(v, sl, m)
-        s, col_scale, token_mask = patch_word_scores(
-            norm,
-            img.x[v],
-            None if cls_col is None else cls_col[:, :m],
-            agg,
-            extra,  # type: ignore[arg-type]
-            gram=gram,
-            body_masks=body_masks,
-            xn=img.xn[v],
+        """Steps 6-8 of one alignment unit for image ``v`` and texts ``sl``: ``(B_t,)``
+        (:func:`seps.head_steps.align_unit`). A method for the same reason (tests spy on
+        the units that :meth:`_run` aligns)."""
+        aggregate = self.aggregation is not None
+        return align_unit(
+            self.config, aggregate, self.hrpa, ops, unit, v, sl, img, sel, texts, cls_col, gram
         )
-        return self.hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
 
 
 __all__ = ["SEPSHead", "has_cls_token"]

@@ -239,6 +239,7 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
     """Captions whose shortest favours the gram order and longest the direct one: each
     text chunk picks its own order (both are used) and the result equals the loop's."""
     import seps.head
+    import seps.head_steps
 
     cfg = get_config("code", embed_size=512, dense_fusion="none")
     g = torch.Generator().manual_seed(1)
@@ -249,13 +250,13 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
     assert seps.head.use_gram(3, 196, cfg.num_aggregated, 512, 98)
     assert not seps.head.use_gram(25, 196, cfg.num_aggregated, 512, 98)
     orders = []
-    real = seps.head.patch_word_scores
+    real = seps.head_steps.patch_word_scores
 
     def spy(*args, **kwargs):
         orders.append(kwargs["gram"] is not None)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(seps.head, "patch_word_scores", spy)
+    monkeypatch.setattr(seps.head_steps, "patch_word_scores", spy)
     outs = []
     for impl in ("loop", "batched"):
         torch.manual_seed(0)

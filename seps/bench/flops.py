@@ -31,8 +31,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import chunking
-from .. import head as head_module
+from .. import chunking, head_steps
 from ..config import SEPSConfig, keep_count
 from ..head import SEPSHead
 
@@ -88,7 +87,7 @@ def stage_flops(head: SEPSHead, inputs: list[Tensor], **kwargs: Any) -> dict[str
             stack.enter_context(mock.patch.object(head, attr, w(name, getattr(head, attr))))
         stack.enter_context(mock.patch.object(head.hrpa, "reduce", w("HRPA", head.hrpa.reduce)))
         for module, attr, name in (
-            (head_module, "patch_word_scores", "alignment"),
+            (head_steps, "patch_word_scores", "alignment"),
             (chunking, "cls_word_scores", "[CLS] column"),
         ):
             stack.enter_context(mock.patch.object(module, attr, w(name, getattr(module, attr))))

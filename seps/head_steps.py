@@ -1,0 +1,221 @@
+"""The per-block steps of :class:`seps.head.SEPSHead`'s batched pass: SPEC.md steps 3-5
+(the selections of a block of images against every text, :func:`select_block`) and
+steps 6-8 (one alignment unit of one image against a chunk of texts,
+:func:`align_unit`), with the state they share.
+
+They are separate from :mod:`seps.head` because they are the per-pair arithmetic,
+where the head is the orchestration around it (the inputs, the text chunks and their
+order, the memory budget, the repeated dense captions, the training noise): each step
+here is a function of what it is given (the config, the selectors, the kernel ops, the
+views of the images and texts), so it can be read, and changed, against SPEC.md alone.
+This module must not import :mod:`seps.head` (the head calls into it, not back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .aggregation import pair_weights
+from .alignment import HRPA, KeptWeights, patch_word_scores, use_gram
+from .chunking import TextBatch, is_expanded
+from .config import SEPSConfig
+from .controls import control_score
+from .kernels import KernelOps
+from .selection import guide_scores, text_global
+
+__all__ = [
+    "ImageRows",
+    "ImageState",
+    "Selection",
+    "Unit",
+    "align_unit",
+    "global64",
+    "select_block",
+]
+
+#: One branch's selection for a block (or a view of it): ``(keep, D, weight,
+#: extra_weights)``, each ``(V, B_t, N)``; see :func:`select_block`.
+Selection = tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One alignment against one caption kind: ``words`` (the caption the tokens are
+    aligned against), ``branches`` (the selections whose tokens it uses: one, or two
+    under ``fused``), whether it uses the gram contraction order (``None``: decided
+    per text chunk from the chunk's longest caption, :func:`seps.alignment.use_gram`)
+    and ``kept``, the ``K`` of compact aggregation weights
+    (:meth:`seps.head.SEPSHead._kept`)."""
+
+    words: str
+    branches: tuple[str, ...]
+    gram: bool | None
+    kept: int | None
+
+
+@dataclass
+class ImageState:
+    """Text-independent tensors of the images, computed once per forward pass."""
+
+    x: Tensor  # (B_v, N, C) spatial tokens
+    x_sel: Tensor  # x, detached under detach_selection
+    xn: Tensor  # (B_v, N, C) l2n(x), no gradient
+    xn64: Tensor  # xn in float64 (step 3, see guide_scores)
+    s_im: Tensor  # (B_v, N) image self-attention
+    s_p: dict[str, Tensor | None]  # score predictor per branch (paper scoring)
+    exp_logits: dict[str, Tensor]  # (B_v, N, N_c) aggregation exp-logits per branch
+    cls_n: Tensor | None  # (B_v, C) l2n([CLS])
+
+
+class ImageRows:
+    """Per-image views of an :class:`ImageState` (``unbind``: one backward stack)."""
+
+    def __init__(self, st: ImageState) -> None:
+        self.x = st.x_sel.unbind(0)
+        self.xn = st.xn.unbind(0)
+        self.exp_logits = {b: e.unbind(0) for b, e in st.exp_logits.items()}
+
+
+def global64(t: TextBatch) -> Tensor:
+    """``text_global`` in float64 of every caption of ``t`` (``(B_t, C)``, or ``(B_v, C)``
+    for a per-image kind).
+
+    One caption expanded over every text (stride 0) is computed once and expanded:
+    converting ``B_t`` copies to float64 cost 80% of a ``paper``-preset call.
+    """
+    if is_expanded(t):
+        return text_global(t.raw[:1].double(), t.lens[:1]).expand(t.raw.shape[0], -1)
+    return text_global(t.raw.double(), t.lens)
+
+
+def _control_mask(
+    selection: str, prior: Tensor, topk: Callable[[Tensor, int], Tensor]
+) -> Callable[[Tensor, int], Tensor]:
+    """``mask_fn(score, k)`` of a selection control: the top-``k`` of
+    :func:`seps.controls.control_score` of ``prior`` and the learned ``score``."""
+
+    def mask_fn(score: Tensor, k: int) -> Tensor:
+        return topk(control_score(selection, prior, score.detach()), k).to(score.dtype)
+
+    return mask_fn
+
+
+def select_block(
+    cfg: SEPSConfig,
+    selectors: nn.ModuleDict,
+    ops: KernelOps,
+    vs: slice,
+    st: ImageState,
+    branches: tuple[str, ...],
+    glob: dict[str, Tensor],
+    noise: dict[str, tuple[Tensor, ...]],
+    texts: dict[str, TextBatch],
+    b_t: int,
+    prior: Tensor | None = None,
+) -> dict[str, Selection]:
+    """Steps 3-5 for images ``vs`` and every text: per branch ``(keep, D, weight,
+    extra_weights)``, each ``(V, B_t, N)``. A per-image caption guides with one
+    ``(V, 1, N)`` row per image; a branch that reads nothing per text then decides
+    once per image, expanded over the texts (noise-free decisions of equal scores
+    are equal). ``prior (V, B_t, N)``: the selection control's prior (see
+    :meth:`seps.head.SEPSHead.forward`): the hard mask keeps the top of its control
+    score instead.
+
+    ``selectors``: the head's :class:`seps.selection.PatchSelector` per branch;
+    ``glob``: :func:`global64` of each guiding caption kind, all images' texts;
+    ``noise``: the Gumbel draws per branch, ``(B_v, B_t, N)`` each (none at evaluation).
+    """
+    s_im = st.s_im[vs]
+    with torch.no_grad():
+        guide = {
+            k: guide_scores(
+                g[vs].unsqueeze(1) if texts[k].per_image else g, st.xn64[vs], s_im.dtype
+            )
+            for k, g in glob.items()
+        }
+    out = {}
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not cfg.detach_selection):
+        for b in branches:
+            selector = selectors[b]
+            other = "dense" if b == "sparse" else "sparse"
+            s_other = None
+            # The other caption enters the paper score only when both enter the head.
+            if cfg.dense_fusion in ("dual_branch", "fused") and other in guide:
+                s_other = guide[other]
+            sp = st.s_p[b]
+            score = selector.score(s_im, guide[b], s_other, None if sp is None else sp[vs])
+            nz = tuple(g[vs] for g in noise[b])
+            if (nz or prior is not None) and score.shape[1] != b_t:
+                score = score.expand(-1, b_t, -1)  # each pair draws its own noise / prior
+            mask_fn = ops.topk_mask
+            if prior is not None:
+                mask_fn = _control_mask(cfg.selection, prior, ops.topk_mask)
+            keep, decision, weight = selector.decide(score, nz, mask_fn)
+            parts = (keep, decision, weight, ops.extra_weights(score, 1.0 - weight))
+            out[b] = tuple(p.expand(-1, b_t, -1) for p in parts)  # type: ignore[assignment]
+    return out
+
+
+def align_unit(
+    cfg: SEPSConfig,
+    aggregate: bool,
+    hrpa: HRPA,
+    ops: KernelOps,
+    unit: Unit,
+    v: int,
+    sl: slice,
+    img: ImageRows,
+    sel: dict[str, Selection],
+    texts: dict[str, TextBatch],
+    cls_col: Tensor | None,
+    gram: Tensor | None,
+) -> Tensor:
+    """Steps 6-8 of one alignment unit for image ``v`` and texts ``sl``: ``(B_t,)``.
+
+    ``aggregate``: whether the head has a token aggregation (step 6; without one the
+    kept patches themselves are aligned); ``sel``: each branch's :func:`select_block`
+    parts for image ``v`` and the ``B`` texts ``sl``, ``(B, N)`` each; ``cls_col``:
+    the ``[CLS]`` column of those texts' words, ``(B, L)``; ``gram``: image
+    ``v``'s ``x x^T`` ``(N, N)`` when the unit may use the gram order.
+    """
+    fused = len(unit.branches) > 1
+    # Fused (row 2): joint aggregation W_s V_s + W_d V_d and the mean extra token;
+    # both are linear in x, so the weights are combined before the one product.
+    extra = sel[unit.branches[0]][3]
+    if fused:
+        extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
+    agg: Tensor | KeptWeights | None = None
+    body_masks: tuple[Tensor, ...] = ()
+    words = texts[unit.words]
+    m = words.words_of(v, sl)  # padding words cost GEMM work and are masked anyway
+    if unit.gram is None and gram is not None:
+        n, n_c, c = gram.shape[0], cfg.num_aggregated, cfg.embed_size
+        if not use_gram(m, n, n_c, c, unit.kept):
+            gram = None  # this chunk's captions are long enough for the direct order
+    # The compact form needs exactly K kept patches in every pair; a top-K of
+    # non-finite scores (a diverging run) keeps none, and takes the general path.
+    keep0 = sel[unit.branches[0]][0]
+    if aggregate and unit.kept is not None and bool((keep0.sum(-1) == unit.kept).all()):
+        agg = KeptWeights.from_keep(img.exp_logits[unit.branches[0]][v], keep0)
+    elif aggregate:
+        for b in unit.branches:
+            w = pair_weights(img.exp_logits[b][v], sel[b][2], normalise=fused)
+            agg = w if agg is None else agg + w
+    else:
+        body_masks = tuple(sel[b][0] for b in unit.branches)
+    norm, mask = words.rows(v, sl, m)
+    s, col_scale, token_mask = patch_word_scores(
+        norm,
+        img.x[v],
+        None if cls_col is None else cls_col[:, :m],
+        agg,
+        extra,  # type: ignore[arg-type]
+        gram=gram,
+        body_masks=body_masks,
+        xn=img.xn[v],
+    )
+    return hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
