@@ -23,10 +23,14 @@ def test_scene_targets_name_each_cells_object_and_zero_for_empty_cells():
         occupied = {o.cell: o for o in scene.objects}
         for cell in range(9):
             obj = occupied.get(cell)
-            want = (0, 0, 0) if obj is None else (
-                1 + SHAPES.index(obj.shape),
-                1 + list(COLOURS).index(obj.colour),
-                1 + SIZES.index(obj.size),
+            want = (
+                (0, 0, 0)
+                if obj is None
+                else (
+                    1 + SHAPES.index(obj.shape),
+                    1 + list(COLOURS).index(obj.colour),
+                    1 + SIZES.index(obj.size),
+                )
             )
             got = tuple(int(t[k][row, cell]) for k in ("shape", "colour", "size"))
             assert got == want
