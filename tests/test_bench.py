@@ -78,6 +78,8 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
     assert {r["geometry"] for r in doc["micro"]["rows"]} == {"swin224"}
     assert doc["micro"]["speedups"] and doc["presets"]
     assert doc["meta"]["versions"]["torch"] == torch.__version__
+    assert "## Where the time goes (code preset, distinct dense captions)" in text
+    assert [r["stage"] for r in doc["stage_time"]["rows"]][-1] == "total"
 
 
 def test_cli_json_goes_to_the_report(captured, tmp_path) -> None:

@@ -4,6 +4,8 @@ One concept per module, imported one way (each only from the ones below it):
 
 - :mod:`~seps.bench.latency`: the report: render, plot, :func:`run_report`;
 - :mod:`~seps.bench.sections`: the measurements of each section of the report;
+- :mod:`~seps.bench.flops`: FLOPs of the head by stage and per pair, the SPEC.md minimum;
+- :mod:`~seps.bench.stages`: the head's stages (which function is which) and their time;
 - :mod:`~seps.bench.settings`: :class:`BenchSettings`, full and quick;
 - :mod:`~seps.bench.cases`: the benchmarked calls (TopK, HRPA, whole head in evaluation
   and training), per implementation of :data:`seps.kernels.IMPLEMENTATIONS`;
@@ -25,8 +27,10 @@ from .sections import (
     goal_section,
     micro_section,
     presets_section,
+    stage_time_section,
 )
 from .settings import QUICK_IMPLS, QUICK_SKIPS, BenchSettings
+from .stages import STAGES, instrument, stage_seconds
 from .timing import (
     measure,
     measure_alternating,
@@ -51,6 +55,7 @@ __all__ = [
     "GEOMETRIES",
     "QUICK_IMPLS",
     "QUICK_SKIPS",
+    "STAGES",
     "VARIANT_FINDINGS",
     "VARIANT_LABELS",
     "BenchSettings",
@@ -61,6 +66,7 @@ __all__ = [
     "full_eval_section",
     "goal_section",
     "hrpa_fn",
+    "instrument",
     "make_head",
     "make_inputs",
     "measure",
@@ -74,6 +80,8 @@ __all__ = [
     "rss_kb",
     "run_report",
     "speedups",
+    "stage_seconds",
+    "stage_time_section",
     "topk_fn",
     "train_fits",
     "train_fn",

@@ -3,7 +3,8 @@
 Counts come from ``torch.utils.flop_counter`` (matrix products only: elementwise
 work, maxima and top-K cost no FLOPs there), so they are deterministic and can be
 measured on a loaded machine. :func:`stage_flops` attributes each product to the
-stage of the head that ran it:
+stage of the head that ran it (:mod:`seps.bench.stages` says which function belongs
+to which stage; :func:`seps.bench.stages.stage_seconds` times the same stages):
 
 - ``image``: per-image work (``l2n``, ``s_im``, score predictor and aggregation MLP
   logits, the Gram matrix ``x x^T``); amortised over the texts, so not per pair;
@@ -25,20 +26,14 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
-from unittest import mock
 
 import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import chunking, head_steps
 from ..config import SEPSConfig, keep_count
 from ..head import SEPSHead
-
-#: Stages whose work is done once per image (not per pair).
-PER_IMAGE_STAGES: tuple[str, ...] = ("image",)
-#: Every stage, in report order.
-STAGES: tuple[str, ...] = ("image", "selection", "[CLS] column", "alignment", "HRPA", "other")
+from .stages import PER_IMAGE_STAGES, STAGES, instrument
 
 
 class _StageCounter(FlopCounterMode):
@@ -77,22 +72,8 @@ def stage_flops(head: SEPSHead, inputs: list[Tensor], **kwargs: Any) -> dict[str
     (:data:`STAGES`; see the module docstring). ``kwargs`` go to the head's call."""
     head.eval()
     counter = _StageCounter()
-    w = counter.wrap
-    with contextlib.ExitStack() as stack:
-        for attr, name in (
-            ("_image_state", "image"),
-            ("_gram_rows", "image"),
-            ("_select_block", "selection"),
-        ):
-            stack.enter_context(mock.patch.object(head, attr, w(name, getattr(head, attr))))
-        stack.enter_context(mock.patch.object(head.hrpa, "reduce", w("HRPA", head.hrpa.reduce)))
-        for module, attr, name in (
-            (head_steps, "patch_word_scores", "alignment"),
-            (chunking, "cls_word_scores", "[CLS] column"),
-        ):
-            stack.enter_context(mock.patch.object(module, attr, w(name, getattr(module, attr))))
-        with torch.no_grad(), counter:
-            head(*inputs, **kwargs)
+    with instrument(head, counter.wrap), torch.no_grad(), counter:
+        head(*inputs, **kwargs)
     return {s: int(counter.by_stage.get(s, 0)) for s in STAGES}
 
 

@@ -28,6 +28,7 @@ from .sections import (
     goal_section,
     micro_section,
     presets_section,
+    stage_time_section,
     versions,
 )
 from .settings import BenchSettings
@@ -56,6 +57,7 @@ def render_report(
     micro: dict,
     meta: dict,
     flops: list | None = None,
+    stage_time: dict | None = None,
 ) -> str:
     lines = ["# Latency report: HRPA and TopK kernels, whole head", ""]
     lines += [
@@ -147,6 +149,8 @@ def render_report(
             _table(flops),
             "",
         ]
+    if stage_time:
+        lines += _stage_time_lines(stage_time)
     lines += [
         "## Micro-benchmarks",
         "",
@@ -163,6 +167,33 @@ def render_report(
     lines += [_table(micro["rows"]), ""]
     lines += ["### Speed-up against loop", "", _table(speedups(micro["rows"]), ".3g"), ""]
     return "\n".join(lines)
+
+
+def _stage_time_lines(st: dict[str, Any]) -> list[str]:
+    """The section "Where the time goes" (:func:`seps.bench.sections.stage_time_section`)."""
+    s, d = (int(v) for v in st["lengths"].removeprefix("fixed:").split(","))
+    lines = [
+        "## Where the time goes (code preset, distinct dense captions)",
+        "",
+        f"One batched evaluation call of the goal above ({st['images']} images x "
+        f"{st['texts']} texts, sparse {s} / dense {d} words, a distinct dense caption per "
+        "text), timed by stage (`seps.bench.stages.stage_seconds`, median of the rounds) "
+        "beside its FLOPs by stage (the image stage's amortised over the call's pairs). "
+        "Times are exclusive: a stage's time leaves out the stages nested in it, and "
+        "`other` is the rest of the call (loops over images and text chunks, aggregation "
+        "weights, concatenation, Python overhead); FLOPs count matrix products only, so "
+        "elementwise work, top-K, maxima and gathers take time but no FLOPs.",
+        "",
+        "| stage | ms / call | time share | MFLOP / pair | FLOP share | GFLOP/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in st["rows"]:
+        rate = "-" if r["gflop_s"] is None else f"{r['gflop_s']:.3g}"
+        lines.append(
+            f"| {r['stage']} | {r['ms']:.4g} | {r['time_share']:.1%} | "
+            f"{r['mflop_per_pair']:.4g} | {r['flop_share']:.1%} | {rate} |"
+        )
+    return [*lines, ""]
 
 
 def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -235,9 +266,11 @@ def report_json(
     micro: dict,
     meta: dict,
     flops: list | None = None,
+    stage_time: dict | None = None,
 ) -> str:
     """The report's numbers as one JSON document: the settings, the run's metadata, the
-    goal measurements, the preset rows, the micro-benchmark rows and their speed-ups
+    goal measurements, the preset rows, the FLOP profile, the time by stage
+    (``stage_time``), the micro-benchmark rows and their speed-ups
     against loop (the same values the markdown rounds)."""
     doc = {
         "settings": dataclasses.asdict(s),
@@ -245,6 +278,7 @@ def report_json(
         "goal": goal,
         "presets": presets,
         "flops": flops or [],
+        "stage_time": stage_time or {},
         "micro": {**micro, "speedups": speedups(micro["rows"])},
     }
     return json.dumps(doc, indent=2, default=str) + "\n"
@@ -262,6 +296,7 @@ def run_report(
     goal["full_eval"] = full_eval_section(s, goal, log)
     presets = presets_section(s, log)
     flops = flop_profile_section(s, log)
+    stage_time = stage_time_section(s, log)
     micro = micro_section(s, log)
     meta = {
         "device": device_info(s.device),
@@ -272,7 +307,7 @@ def run_report(
         "load": f"{load_start} at the start, {_load()} at the end (1/5/15-min load averages; "
         "other processes on the machine slow every number)",
     }
-    text = render_report(s, goal, presets, micro, meta, flops)
+    text = render_report(s, goal, presets, micro, meta, flops, stage_time)
     md = out_dir / "latency.md"
     png = out_dir / "latency.png"
     buf = io.BytesIO()
@@ -281,5 +316,7 @@ def run_report(
     text += f"\n![speed-ups]({png.name})\n"
     atomic_write_text(md, text)
     if json_path is not None:
-        atomic_write_text(Path(json_path), report_json(s, goal, presets, micro, meta, flops))
+        atomic_write_text(
+            Path(json_path), report_json(s, goal, presets, micro, meta, flops, stage_time)
+        )
     return md

@@ -9,6 +9,8 @@
   (:func:`seps.bench.workloads.variants`), batched;
 - :func:`flop_profile_section`: FLOPs per pair of each preset by stage, beside the
   SPEC.md minimum (:mod:`seps.bench.flops`);
+- :func:`stage_time_section`: where the time of the goal's batched evaluation goes,
+  by stage (:mod:`seps.bench.stages`), beside its FLOPs;
 - :func:`micro_section`: TopK, HRPA and the whole head per implementation and geometry.
 
 Each returns plain data that :mod:`seps.bench.latency` renders; :func:`versions` and
@@ -32,8 +34,9 @@ from ..config import SEPSConfig
 from ..head import SEPSHead
 from ..kernels import unavailable_reason
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
-from .flops import PER_IMAGE_STAGES, STAGES, pair_flops, spec_min_flops
+from .flops import PER_IMAGE_STAGES, STAGES, pair_flops, spec_min_flops, stage_flops
 from .settings import BenchSettings
+from .stages import stage_seconds
 from .timing import (
     measure,
     measure_alternating,
@@ -136,6 +139,57 @@ def flop_profile_section(s: BenchSettings, log: Callable[[str], None]) -> list[d
     return rows
 
 
+def goal_lengths(s: BenchSettings) -> str:
+    """The goal's caption lengths (:func:`seps.bench.workloads.make_inputs`)."""
+    return "fixed:8,24" if s.quick else "fixed:20,120"
+
+
+def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
+    """Where the time goes: the code preset's batched evaluation at the goal's geometry
+    with a distinct dense caption per text (``eval_images x eval_texts``, the goal's
+    caption lengths), timed by stage (:func:`seps.bench.stages.stage_seconds`,
+    exclusive time, median of ``repeats``) and counted by stage
+    (:func:`seps.bench.flops.stage_flops`) on the same inputs.
+
+    Returns ``images``, ``texts``, ``lengths`` and ``rows``: per stage of
+    :data:`STAGES` and a ``total`` row, ``ms`` per call, ``time_share`` (of the
+    total), ``mflop_per_pair`` (the call's FLOPs of the stage over its pairs; the
+    image stage amortised over the texts), ``flop_share`` and ``gflop_s`` (FLOPs of
+    the stage over its time; ``None`` where the stage counts no FLOPs)."""
+    cfg = bench_config("code", "vit224", s.embed_size)
+    lengths = goal_lengths(s)
+    inputs = make_inputs(
+        "vit224",
+        s.eval_images,
+        s.eval_texts,
+        embed_size=s.embed_size,
+        device=s.device,
+        lengths=lengths,
+        dense_repeat=1,
+    )
+    head = make_head(cfg, "batched", s.device)
+    seconds = stage_seconds(head, inputs, repeats=s.repeats)
+    counts = stage_flops(head, inputs)
+    pairs = s.eval_images * s.eval_texts
+    total_flops = sum(counts.values())
+    rows = []
+    for stage in [*STAGES, "total"]:
+        sec = seconds[stage]
+        flops = total_flops if stage == "total" else counts[stage]
+        rows.append(
+            {
+                "stage": stage,
+                "ms": sec * 1e3,
+                "time_share": sec / seconds["total"],
+                "mflop_per_pair": flops / pairs / 1e6,
+                "flop_share": flops / total_flops if total_flops else 0.0,
+                "gflop_s": flops / sec / 1e9 if flops > 0 and sec > 0 else None,
+            }
+        )
+        log(f"stage {stage}: {sec * 1e3:.2f} ms, {flops / pairs / 1e6:.3f} MFLOP/pair")
+    return {"images": s.eval_images, "texts": s.eval_texts, "lengths": lengths, "rows": rows}
+
+
 def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
     """Code preset: evaluation at eval_images x eval_texts (sparse 20 / dense 120 words),
     batched vs loop, with distinct and with repeated (official) dense captions; and the
@@ -144,7 +198,7 @@ def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]
     the training steps alternate (:func:`measure_alternating`); ``repeats`` rounds."""
     cfg = bench_config("code", "vit224", s.embed_size)
     out: dict[str, Any] = {"rounds": s.repeats}
-    lengths = "fixed:8,24" if s.quick else "fixed:20,120"
+    lengths = goal_lengths(s)
     pairs = s.eval_images * s.eval_texts
     for repeat in (1, 5):
         inputs = make_inputs(
