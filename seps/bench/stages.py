@@ -8,12 +8,12 @@ time profile (:func:`stage_seconds`) use it, so they attribute work the same way
 - ``image``: ``SEPSHead._image_state`` and ``SEPSHead._gram_rows`` (per-image work);
 - ``selection``: ``SEPSHead._select_block`` (steps 3-5);
 - ``[CLS] column``: :func:`seps.chunking.cls_word_scores`;
-- ``alignment``: :func:`seps.head_steps.patch_word_scores` (steps 6-8: aggregated
-  tokens and patch-word products);
+- ``alignment``: ``SEPSHead._align_unit`` (steps 6-8 of one alignment unit: the
+  aggregation weights, the words of the chunk, the aggregated tokens and the patch-word
+  products of :func:`seps.head_steps.patch_word_scores`), less the HRPA inside it;
 - ``HRPA``: ``head.hrpa.reduce`` (eq. (5) on the row and column maxima);
 - ``other``: whatever the call runs outside these functions (in time: the loops over
-  images and text chunks, the text batches, the aggregation weights of
-  :func:`seps.head_steps.align_unit`, concatenations, Python overhead).
+  images and text chunks, the text batches, concatenations, Python overhead).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def stage_functions(head: SEPSHead) -> list[tuple[Any, str, str]]:
         (head, "_image_state", "image"),
         (head, "_gram_rows", "image"),
         (head, "_select_block", "selection"),
+        (head, "_align_unit", "alignment"),
         (head.hrpa, "reduce", "HRPA"),
         (head_steps, "patch_word_scores", "alignment"),
         (chunking, "cls_word_scores", "[CLS] column"),
