@@ -139,6 +139,13 @@ def main() -> None:
     p.add_argument("--main-radius", type=float, default=0.28)
     p.add_argument("--clutter", choices=("none", "coarse", "fine"), default="none")
     p.add_argument("--targets", choices=("cell", "objects-only", "cover"), default="cell")
+    p.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="weight of an image-level multi-label loss (the shapes and colours present) on "
+        "the mean of the patch tokens, as a classifier with global average pooling",
+    )
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--images", type=int, default=4000)
     args = p.parse_args()
@@ -150,6 +157,13 @@ def main() -> None:
     enc = build_image_encoder("tiny-vit-128", 64, image_size=SIZE)
     backbone = enc.visual_encoder
     heads = nn.ModuleDict({k: nn.Linear(backbone.embed_dim, N_CLASSES[k]) for k in N_CLASSES})
+    n_labels = len(sc.SHAPES) + len(sc.COLOURS)
+    heads["present"] = nn.Linear(backbone.embed_dim, n_labels)
+    present = torch.zeros(args.images, n_labels)  # multi-hot: shapes, then colours
+    for i in range(args.images):
+        cells = t_train["shape"][i] > 0
+        present[i, t_train["shape"][i][cells] - 1] = 1
+        present[i, len(sc.SHAPES) + t_train["colour"][i][cells] - 1] = 1
     params = [*backbone.parameters(), *heads.parameters()]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -171,6 +185,9 @@ def main() -> None:
             )
         for k in ("bg_kind", "bg_colour", "count"):
             loss = loss + F.cross_entropy(heads[k](cls), t_train[k][b])
+        if args.gap:
+            logits = heads["present"](patches.mean(1))
+            loss = loss + args.gap * F.binary_cross_entropy_with_logits(logits, present[b])
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 2.0)
