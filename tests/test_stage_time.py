@@ -259,3 +259,31 @@ def test_stage_time_section_reports_time_and_flops_per_stage() -> None:
     assert "| HRPA |" in text and "| - |" in text
     doc = report_json(s, goal, [], micro, meta, flops, st)
     assert '"stage_time"' in doc and '"gflop_s": null' in doc
+
+
+def test_stage_time_section_states_the_rate_the_10x_goal_needs() -> None:
+    from seps.bench.latency import _stage_time_lines
+
+    st = {
+        "images": 1,
+        "texts": 1,
+        "lengths": "fixed:20,120",
+        "gemm_gflop_s": 100.0,
+        "rows": [
+            {"stage": "alignment", "ms": 9.0, "time_share": 0.9, "mflop_per_pair": 10.0,
+             "flop_share": 1.0, "gflop_s": 40.0},
+            {"stage": "total", "ms": 10.0, "time_share": 1.0, "mflop_per_pair": 10.0,
+             "flop_share": 1.0, "gflop_s": 36.0},
+        ],
+    }  # fmt: skip
+    text = "\n".join(_stage_time_lines(st, loop_pairs_s=500.0))
+    # 10 x 500 pairs/s x 10 MFLOP/pair = 50 GFLOP/s, half the reference product's 100
+    assert "reaches 36 (36% of it)" in text
+    assert "asks for 5000 pairs/s, that is 50 GFLOP/s" in text and "50% of the reference" in text
+    assert "10x goal" not in "\n".join(_stage_time_lines(st))
+
+
+def test_gemm_rate_is_positive_on_the_cpu() -> None:
+    from seps.bench.sections import gemm_rate
+
+    assert gemm_rate("cpu", 1, n=64) > 0

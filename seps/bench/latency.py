@@ -150,7 +150,7 @@ def render_report(
             "",
         ]
     if stage_time:
-        lines += _stage_time_lines(stage_time)
+        lines += _stage_time_lines(stage_time, goal["eval_repeat1"]["loop"])
     lines += [
         "## Micro-benchmarks",
         "",
@@ -169,8 +169,10 @@ def render_report(
     return "\n".join(lines)
 
 
-def _stage_time_lines(st: dict[str, Any]) -> list[str]:
-    """The section "Where the time goes" (:func:`seps.bench.sections.stage_time_section`)."""
+def _stage_time_lines(st: dict[str, Any], loop_pairs_s: float | None = None) -> list[str]:
+    """The section "Where the time goes" (:func:`seps.bench.sections.stage_time_section`);
+    ``loop_pairs_s``: the goal's loop throughput with distinct dense captions, to state
+    the rate that the 10x goal asks of the whole call."""
     s, d = (int(v) for v in st["lengths"].removeprefix("fixed:").split(","))
     lines = [
         "## Where the time goes (code preset, distinct dense captions)",
@@ -179,10 +181,11 @@ def _stage_time_lines(st: dict[str, Any]) -> list[str]:
         f"{st['texts']} texts, sparse {s} / dense {d} words, a distinct dense caption per "
         "text), timed by stage (`seps.bench.stages.stage_seconds`, median of the rounds) "
         "beside its FLOPs by stage (the image stage's amortised over the call's pairs). "
-        "Times are exclusive: a stage's time leaves out the stages nested in it, and "
-        "`other` is the rest of the call (loops over images and text chunks, aggregation "
-        "weights, concatenation, Python overhead); FLOPs count matrix products only, so "
-        "elementwise work, top-K, maxima and gathers take time but no FLOPs.",
+        "Times are exclusive: a stage's time leaves out the stages nested in it (HRPA runs "
+        "inside each alignment unit), and `other` is the rest of the call (loops over "
+        "images and text chunks, concatenation, Python overhead); FLOPs count matrix "
+        "products only, so elementwise work, top-K, maxima and gathers take time but no "
+        "FLOPs.",
         "",
         "| stage | ms / call | time share | MFLOP / pair | FLOP share | GFLOP/s |",
         "|---|---|---|---|---|---|",
@@ -193,6 +196,22 @@ def _stage_time_lines(st: dict[str, Any]) -> list[str]:
             f"| {r['stage']} | {r['ms']:.4g} | {r['time_share']:.1%} | "
             f"{r['mflop_per_pair']:.4g} | {r['flop_share']:.1%} | {rate} |"
         )
+    gemm = st.get("gemm_gflop_s")
+    total = next(r for r in st["rows"] if r["stage"] == "total")
+    if gemm:
+        lines += [
+            "",
+            f"Reference: one 512 x 512 x 512 float32 product runs at {gemm:.3g} GFLOP/s on "
+            f"this device and thread count; the whole call reaches "
+            f"{total['gflop_s']:.3g} ({total['gflop_s'] / gemm:.0%} of it).",
+        ]
+        if loop_pairs_s:
+            need = 10 * loop_pairs_s * total["mflop_per_pair"] / 1e3
+            lines.append(
+                f"The 10x goal asks for {10 * loop_pairs_s:.0f} pairs/s, that is "
+                f"{need:.3g} GFLOP/s over the whole call at these FLOPs per pair: "
+                f"{need / gemm:.0%} of the reference product's rate."
+            )
     return [*lines, ""]
 
 

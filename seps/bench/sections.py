@@ -187,7 +187,29 @@ def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str
             }
         )
         log(f"stage {stage}: {sec * 1e3:.2f} ms, {flops / pairs / 1e6:.3f} MFLOP/pair")
-    return {"images": s.eval_images, "texts": s.eval_texts, "lengths": lengths, "rows": rows}
+    return {
+        "images": s.eval_images,
+        "texts": s.eval_texts,
+        "lengths": lengths,
+        "rows": rows,
+        "gemm_gflop_s": gemm_rate(s.device, s.repeats),
+    }
+
+
+def gemm_rate(device: str, repeats: int, n: int = 512) -> float:
+    """GFLOP/s of one ``n x n`` by ``n x n`` float32 product on ``device`` with the
+    current threads (best of ``repeats`` timings of 20 products, after one warm-up):
+    the reference for the stage rates, since a product this size runs near the BLAS
+    peak while the head's products are small and many."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+
+    def run() -> None:
+        for _ in range(20):
+            torch.mm(a, b)
+
+    t = measure(run, device, repeats=max(repeats, 1))["seconds"]
+    return 20 * 2 * n**3 / t / 1e9
 
 
 def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
