@@ -144,6 +144,20 @@ def goal_lengths(s: BenchSettings) -> str:
     return "fixed:8,24" if s.quick else "fixed:20,120"
 
 
+def goal_inputs(s: BenchSettings, dense_repeat: int) -> list[Tensor]:
+    """The goal's evaluation inputs: ``eval_images x eval_texts`` at the goal's caption
+    lengths, each dense caption shared by ``dense_repeat`` texts (1: distinct)."""
+    return make_inputs(
+        "vit224",
+        s.eval_images,
+        s.eval_texts,
+        embed_size=s.embed_size,
+        device=s.device,
+        lengths=goal_lengths(s),
+        dense_repeat=dense_repeat,
+    )
+
+
 def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
     """Where the time goes: the code preset's batched evaluation at the goal's geometry
     with a distinct dense caption per text (``eval_images x eval_texts``, the goal's
@@ -158,15 +172,7 @@ def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str
     the stage over its time; ``None`` where the stage counts no FLOPs)."""
     cfg = bench_config("code", "vit224", s.embed_size)
     lengths = goal_lengths(s)
-    inputs = make_inputs(
-        "vit224",
-        s.eval_images,
-        s.eval_texts,
-        embed_size=s.embed_size,
-        device=s.device,
-        lengths=lengths,
-        dense_repeat=1,
-    )
+    inputs = goal_inputs(s, 1)
     head = make_head(cfg, "batched", s.device)
     seconds = stage_seconds(head, inputs, repeats=s.repeats)
     counts = stage_flops(head, inputs)
@@ -220,18 +226,9 @@ def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]
     the training steps alternate (:func:`measure_alternating`); ``repeats`` rounds."""
     cfg = bench_config("code", "vit224", s.embed_size)
     out: dict[str, Any] = {"rounds": s.repeats}
-    lengths = goal_lengths(s)
     pairs = s.eval_images * s.eval_texts
     for repeat in (1, 5):
-        inputs = make_inputs(
-            "vit224",
-            s.eval_images,
-            s.eval_texts,
-            embed_size=s.embed_size,
-            device=s.device,
-            lengths=lengths,
-            dense_repeat=repeat,
-        )
+        inputs = goal_inputs(s, repeat)
         img, *texts = inputs
         loop_head = make_head(cfg, "loop", s.device)
         shard = math.ceil(s.eval_texts / s.eval_parts)
