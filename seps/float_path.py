@@ -42,6 +42,10 @@ library and wants the command line's numbers calls :func:`pin` before it imports
     seps.float_path.pin()  # before torch loads
     import torch, seps
 
+``seps-bench bench`` is the exception: it times kernels and writes no record, so unless
+``SEPS_FLOAT_PATH`` is set it runs natively (``seps.cli.NATIVE_COMMANDS``), and its report
+says which path it ran on.
+
 ``SEPS_FLOAT_PATH=native`` leaves every library to its own choice. Unset, the path is
 :func:`default_path`'s, which :func:`apply_requested` writes into the environment (so
 worker processes inherit the same decision): ``portable`` on x86-64 when it runs before

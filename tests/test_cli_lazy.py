@@ -85,6 +85,24 @@ def test_a_command_line_run_pins_the_float_path_before_the_command_loads(monkeyp
     assert got == {ENV_VAR: expected, **FLOAT_PATHS[expected]}
 
 
+def test_bench_runs_on_the_native_float_path_unless_asked_otherwise():
+    """A speed benchmark writes no record: it times the machine's own kernels, not MKL's
+    portable SSE2 branch; an explicit SEPS_FLOAT_PATH still wins."""
+    names = [ENV_VAR, *FLOAT_PATHS["portable"]]
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    code = (
+        "import json, os\n"
+        "from seps.cli import main\n"
+        "try:\n    main(['bench', '--help'])\n"
+        "except SystemExit:\n    pass\n"
+        f"print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
+    )
+    got = _in_fresh_python(code, env=clean)
+    assert got[ENV_VAR] == "native" and all(got[k] is None for k in FLOAT_PATHS["portable"])
+    asked = _in_fresh_python(code, env={**clean, ENV_VAR: "portable"})
+    assert asked == {ENV_VAR: "portable", **FLOAT_PATHS["portable"]}
+
+
 def test_each_command_imports_only_its_own_module():
     parser = build_parser(["presets"])
     args = parser.parse_args(["presets"])

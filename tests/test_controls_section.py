@@ -39,6 +39,7 @@ MATRIX = {
         {"id": "paper/untrained", "preset": "paper", "train": UNTRAINED},
         {"id": "laps/selection=random", "preset": "laps"},
         {"id": "laps/selection=oracle", "preset": "laps"},
+        {"id": "paper/selection=random", "preset": "paper"},
         {"id": "paper/dense_noise=0", "preset": "paper", "train": {"dense_noise": 0.0}},
         {
             "id": "paper/dense_source=shuffled",
@@ -61,6 +62,7 @@ RSUM = {
     "paper/untrained": 66.0,
     "laps/selection=random": 280.0,
     "laps/selection=oracle": 340.0,
+    "paper/selection=random": 300.0,
     "paper/dense_noise=0": 345.0,
     "paper/dense_source=shuffled": 310.0,
     "laps/planted-noise": 270.0,

@@ -67,6 +67,7 @@ def render_report(
         f"- date: {meta['date']}",
         f"- caption lengths: {meta['lengths_source']}",
         f"- machine load: {meta['load']}",
+        f"- CPU float path: {meta.get('float_path', 'not recorded')}",
         f"- embed size C = {s.embed_size}; every number below was measured in this run"
         + (" (QUICK: tiny sizes, numbers are not meaningful)" if s.quick else ""),
     ]
@@ -271,6 +272,18 @@ def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
     plt.close(fig)
 
 
+def float_path_line() -> str:
+    """The float path in force and what it means for the numbers (seps.float_path)."""
+    name = os.environ.get("SEPS_FLOAT_PATH") or "native"
+    if name == "native":
+        return (
+            "native (each library's own kernels; `seps-bench bench` runs natively unless "
+            "SEPS_FLOAT_PATH is set; runs and records default to `portable`, whose MKL "
+            "SSE2 GEMMs are slower)"
+        )
+    return f"{name} (SEPS_FLOAT_PATH; MKL on its SSE2 branch: GEMM-bound numbers are slower)"
+
+
 def _load() -> str:
     try:
         return "/".join(f"{v:.2f}" for v in os.getloadavg())
@@ -323,6 +336,7 @@ def run_report(
         "command": command_line,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "lengths_source": caption_lengths("sparse", 1)[1],
+        "float_path": float_path_line(),
         "load": f"{load_start} at the start, {_load()} at the end (1/5/15-min load averages; "
         "other processes on the machine slow every number)",
     }

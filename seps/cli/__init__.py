@@ -104,13 +104,22 @@ def _named_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Commands that measure speed and write no record: they run on the machine's native
+#: float path unless ``SEPS_FLOAT_PATH`` says otherwise, since the portable pin exists for
+#: records' bits and puts MKL on its SSE2 branch, about 2.8x slower GEMMs on AMD EPYC
+#: (seps.float_path), which would time a slowed BLAS instead of the head.
+NATIVE_COMMANDS = frozenset({"bench"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # First: the float path is pinned through environment variables that torch, MKL,
     # oneDNN and numpy read once, when they load (seps.float_path). Nothing above imports
     # them; the command's module, imported by build_parser, may.
-    apply_requested()
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _named_command(argv)
+    if name in NATIVE_COMMANDS and not (os.environ.get(ENV_VAR) or "").strip():
+        os.environ[ENV_VAR] = "native"
+    apply_requested()
     parser = build_parser([name] if name else [])
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
