@@ -34,6 +34,11 @@ from .sections import (
 from .settings import BenchSettings
 from .workloads import caption_lengths
 
+#: The speed-up goals against the official loop (issue 45): evaluation with a distinct
+#: dense caption per text, evaluation in the official layout (5 texts share one), and
+#: the training step at B = 64.
+GOALS = {"eval_repeat1": 10.0, "eval_repeat5": 20.0, "train": 5.0}
+
 
 def _table(rows: list[dict[str, Any]], floatfmt: str = ".4g") -> str:
     if not rows:
@@ -77,20 +82,24 @@ def render_report(
             "training step as in the full report; it reads low once an earlier call grew the heap"
         )
     lines.append("")
-    ev1, ev5, tr = goal["eval_repeat1"], goal["eval_repeat5"], goal["train"]
+    tr = goal["train"]
     lines += ["## Goals (code preset, ViT-224 + [CLS], batched vs loop)", ""]
     lines += [
         f"Evaluation, {s.eval_images} images x {s.eval_texts} texts, "
         + ("sparse 8 / dense 24 words:" if s.quick else "sparse 20 / dense 120 words:"),
         "",
-        "| dense captions | loop pairs/s | batched pairs/s | speed-up | max abs diff | goal 10x |",
+        "| dense captions | loop pairs/s | batched pairs/s | speed-up | max abs diff | goal |",
         "|---|---|---|---|---|---|",
     ]
-    for label, ev in (("distinct per text", ev1), ("5 texts share one (official loader)", ev5)):
-        ok = "met" if ev["ratio"] >= 10 else "NOT met"
+    for key, label in (
+        ("eval_repeat1", "distinct per text"),
+        ("eval_repeat5", "5 texts share one (official loader)"),
+    ):
+        ev, want = goal[key], GOALS[key]
+        ok = "met" if ev["ratio"] >= want else f"NOT met ({ev['ratio'] / want:.2f} of it)"
         lines.append(
             f"| {label} | {ev['loop']:.0f} | {ev['batched']:.0f} | {ev['ratio']:.2f}x "
-            f"({_spread(ev['round_ratios'])}) | {ev['max_abs_diff']:.2e} | {ok} |"
+            f"({_spread(ev['round_ratios'])}) | {ev['max_abs_diff']:.2e} | {want:g}x: {ok} |"
         )
     lines += [
         "",
@@ -121,8 +130,8 @@ def render_report(
         f"| loop | {lt['seconds'] * 1e3:.0f} | {lt['peak_mb']:.0f} |",
         f"| batched | {bt['seconds'] * 1e3:.0f} | {bt['peak_mb']:.0f} |",
         "",
-        f"Speed-up {sp:.2f}x (per round {_spread(tr['round_ratios'])}; goal 3x: "
-        f"{'met' if sp >= 3 else 'NOT met'}); peak memory "
+        f"Speed-up {sp:.2f}x (per round {_spread(tr['round_ratios'])}; goal "
+        f"{GOALS['train']:g}x: {'met' if sp >= GOALS['train'] else 'NOT met'}); peak memory "
         f"{'not higher' if bt['peak_mb'] <= lt['peak_mb'] * 1.05 else 'HIGHER'} than loop.",
         "",
     ]
@@ -207,9 +216,10 @@ def _stage_time_lines(st: dict[str, Any], loop_pairs_s: float | None = None) -> 
             f"{total['gflop_s']:.3g} ({total['gflop_s'] / gemm:.0%} of it).",
         ]
         if loop_pairs_s:
-            need = 10 * loop_pairs_s * total["mflop_per_pair"] / 1e3
+            need = GOALS["eval_repeat1"] * loop_pairs_s * total["mflop_per_pair"] / 1e3
             lines.append(
-                f"The 10x goal asks for {10 * loop_pairs_s:.0f} pairs/s, that is "
+                f"The {GOALS['eval_repeat1']:g}x goal asks for "
+                f"{GOALS['eval_repeat1'] * loop_pairs_s:.0f} pairs/s, that is "
                 f"{need:.3g} GFLOP/s over the whole call at these FLOPs per pair: "
                 f"{need / gemm:.0%} of the reference product's rate."
             )
@@ -262,8 +272,11 @@ def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
         tr["loop"]["seconds"] / tr["batched"]["seconds"],
     ]
     ax.bar(names, vals, color=["C0", "C1", "C2"])
-    ax.axhline(10, color="r", ls="--", lw=0.8, label="eval goal 10x")
-    ax.axhline(3, color="g", ls="--", lw=0.8, label="train goal 3x")
+    wants = [GOALS[k] for k in ("eval_repeat1", "eval_repeat5", "train")]
+    for j, want in enumerate(wants):  # each bar's own goal, as a dashed mark across it
+        ax.hlines(want, j - 0.45, j + 0.45, colors="r", linestyles="--", lw=1.2)
+    ax.plot([], [], "r--", lw=1.2, label="goal (10x, 20x, 5x)")
+    ax.set_ylim(0, 1.1 * max(*vals, *wants))
     ax.set_ylabel("batched / loop")
     ax.legend(fontsize=7)
     ax.set_title("goals (code preset, ViT-224)")
