@@ -66,18 +66,28 @@ def test_import_seps_leaves_the_environment_unchanged():
     assert _in_fresh_python(code, env=clean) is True
 
 
+_PIN_NAMES = [ENV_VAR, *FLOAT_PATHS["portable"]]
+
+
+def _pins_after_main(argv: list[str], **extra_env: str) -> dict:
+    """The float-path variables after ``seps.cli.main(argv)`` in a fresh Python whose
+    environment has none of them (plus ``extra_env``); a ``SystemExit`` (``--help``) is
+    swallowed."""
+    clean = {k: v for k, v in os.environ.items() if k not in _PIN_NAMES}
+    code = (
+        "import json, os\n"
+        "from seps.cli import main\n"
+        f"try:\n    main({argv!r})\n"
+        "except SystemExit:\n    pass\n"
+        f"print(json.dumps({{k: os.environ.get(k) for k in {_PIN_NAMES!r}}}))"
+    )
+    return _in_fresh_python(code, env={**clean, **extra_env})
+
+
 def test_a_command_line_run_pins_the_float_path_before_the_command_loads(monkeypatch):
     """What ``seps-bench`` does first thing: the variables are in the environment that
     the command's module (and torch, which reads them when it loads) sees."""
-    names = [ENV_VAR, *FLOAT_PATHS["portable"]]
-    clean = {k: v for k, v in os.environ.items() if k not in names}
-    code = (
-        "import json, os, sys\n"
-        "from seps.cli import main\n"
-        "main(['presets', 'code'])\n"
-        f"print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
-    )
-    got = _in_fresh_python(code, env=clean)
+    got = _pins_after_main(["presets", "code"])
     from seps.float_path import default_path
 
     # default_path here would say native: this test process has imported torch.
@@ -88,18 +98,9 @@ def test_a_command_line_run_pins_the_float_path_before_the_command_loads(monkeyp
 def test_bench_runs_on_the_native_float_path_unless_asked_otherwise():
     """A speed benchmark writes no record: it times the machine's own kernels, not MKL's
     portable SSE2 branch; an explicit SEPS_FLOAT_PATH still wins."""
-    names = [ENV_VAR, *FLOAT_PATHS["portable"]]
-    clean = {k: v for k, v in os.environ.items() if k not in names}
-    code = (
-        "import json, os\n"
-        "from seps.cli import main\n"
-        "try:\n    main(['bench', '--help'])\n"
-        "except SystemExit:\n    pass\n"
-        f"print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
-    )
-    got = _in_fresh_python(code, env=clean)
+    got = _pins_after_main(["bench", "--help"])
     assert got[ENV_VAR] == "native" and all(got[k] is None for k in FLOAT_PATHS["portable"])
-    asked = _in_fresh_python(code, env={**clean, ENV_VAR: "portable"})
+    asked = _pins_after_main(["bench", "--help"], **{ENV_VAR: "portable"})
     assert asked == {ENV_VAR: "portable", **FLOAT_PATHS["portable"]}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..float_path import requested
 from ..store import atomic_write_bytes, atomic_write_text
 from .sections import (
     FLOP_IMAGES,
@@ -287,7 +288,7 @@ def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
 
 def float_path_line() -> str:
     """The float path in force and what it means for the numbers (seps.float_path)."""
-    name = os.environ.get("SEPS_FLOAT_PATH") or "native"
+    name = requested()
     if name == "native":
         return (
             "native (each library's own kernels; `seps-bench bench` runs natively unless "
