@@ -85,6 +85,40 @@ def test_compact_weights_in_the_direct_order_pass_the_full_weights_gradients() -
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_kept_tokens_gradcheck_with_repeated_and_shared_indices() -> None:
+    """The hand-written backward of the compact aggregation: every pair's kept patches
+    scatter their gradients back into the image's tokens and exp-logits, including
+    patches kept by several pairs."""
+    from seps.alignment import _KeptTokens
+
+    g = torch.Generator().manual_seed(0)
+    e = torch.rand(6, 3, generator=g, dtype=torch.float64)
+    x = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    idx = torch.tensor([[0, 2, 5], [2, 3, 5]])
+    inputs = (e.requires_grad_(True), x.requires_grad_(True), idx)
+    assert torch.autograd.gradcheck(_KeptTokens.apply, inputs)
+
+
+def test_compact_direct_order_does_not_keep_the_gathered_tokens_for_backward() -> None:
+    """What autograd keeps for the backward of the compact direct order is smaller than
+    the gathered ``(B, K, C)`` tokens: they are gathered again in the backward, so that
+    a training step's peak memory does not grow with ``B K C`` per image (issue 45)."""
+    words, x, e, keep, extra = _case()
+    ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
+    kept = KeptWeights.from_keep(ins[2], keep)
+    saved: list[int] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        patch_word_scores(ins[0], ins[1], None, kept, ins[3])
+    gathered = kept.idx.numel() * x.shape[-1]
+    assert gathered not in saved
+    assert max(saved) < gathered
+
+
 def test_token_scores_gradcheck() -> None:
     """The hand-written backward of the direct order on given tokens, including a zero
     token (whose norm is clamped)."""
