@@ -133,6 +133,20 @@ def draw_set(seed: int, n: int, args: argparse.Namespace):
     return x, targets, np.stack(covered)
 
 
+def tokens_for_s_im(enc, x: torch.Tensor, which: str) -> torch.Tensor:
+    """The spatial tokens ``(B, N, D)`` that ``s_im`` is measured on (``--tokens``)."""
+    if which == "final":
+        return enc.backbone_tokens(x)[:, 1:]
+    model = enc.visual_encoder
+    seen = {}
+    handle = model.norm.register_forward_hook(lambda m, i, o: seen.update(x=i[0]))
+    try:
+        model.forward_features(x)
+    finally:
+        handle.remove()
+    return seen["x"][:, model.num_prefix_tokens :]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", choices=("base", "main"), default="base")
@@ -145,6 +159,21 @@ def main() -> None:
         default=0.0,
         help="weight of an image-level multi-label loss (the shapes and colours present) on "
         "the mean of the patch tokens, as a classifier with global average pooling",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("patch", "image"),
+        default="patch",
+        help="patch: the per-patch targets of --targets plus [CLS]'s background and count "
+        "(the recipe's); image: only image-level labels on [CLS] (the shapes and colours "
+        "present, background, count), no per-patch loss, as an ImageNet classifier is trained",
+    )
+    p.add_argument(
+        "--tokens",
+        choices=("final", "prenorm"),
+        default="final",
+        help="measure s_im on the backbone's output (after its final LayerNorm) or on the "
+        "residual stream before it (token norms then differ between patches)",
     )
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--images", type=int, default=4000)
@@ -176,7 +205,7 @@ def main() -> None:
         tokens = enc.backbone_tokens(x_train[b])
         cls, patches = tokens[:, 0], tokens[:, 1:]
         loss = tokens.new_zeros(())
-        for k in ("shape", "colour", "size"):
+        for k in ("shape", "colour", "size") if args.objective == "patch" else ():
             y = t_train[k][b].clone()
             if args.targets != "cell":
                 y[y == 0] = -100  # unlabelled: no "none" class pulling background together
@@ -185,6 +214,9 @@ def main() -> None:
             )
         for k in ("bg_kind", "bg_colour", "count"):
             loss = loss + F.cross_entropy(heads[k](cls), t_train[k][b])
+        if args.objective == "image":
+            logits = heads["present"](cls)
+            loss = loss + F.binary_cross_entropy_with_logits(logits, present[b])
         if args.gap:
             logits = heads["present"](patches.mean(1))
             loss = loss + args.gap * F.binary_cross_entropy_with_logits(logits, present[b])
@@ -196,7 +228,7 @@ def main() -> None:
         if step % 100 == 0 or step == args.steps - 1:
             backbone.eval()
             with torch.no_grad():
-                tok = enc.backbone_tokens(x_dev)[:, 1:]
+                tok = tokens_for_s_im(enc, x_dev, args.tokens)
             backbone.train()
             s_im = (
                 (F.normalize(tok.mean(1), dim=-1)[:, None] * F.normalize(tok, dim=-1))
