@@ -257,6 +257,9 @@ def test_stage_time_section_reports_time_and_flops_per_stage() -> None:
     assert head in text and text.index("## FLOPs per pair by stage") < text.index(head)
     assert "exclusive" in text and "matrix products only" in text
     assert "| HRPA |" in text and "| - |" in text
+    assert set(st["floors"]) == {"eval_repeat1", "eval_repeat5", "train"}
+    assert all(f["seconds"] > 0 and f["calls"] > 0 for f in st["floors"].values())
+    assert text.index(head) < text.index("## The product floor of each goal")
     doc = report_json(s, goal, [], micro, meta, flops, st)
     assert '"stage_time"' in doc and '"gflop_s": null' in doc
 

@@ -162,6 +162,8 @@ def render_report(
         ]
     if stage_time:
         lines += _stage_time_lines(stage_time, goal["eval_repeat1"]["loop"])
+        if stage_time.get("floors"):
+            lines += _floor_lines(stage_time["floors"], goal, s)
     lines += [
         "## Micro-benchmarks",
         "",
@@ -224,6 +226,47 @@ def _stage_time_lines(st: dict[str, Any], loop_pairs_s: float | None = None) -> 
                 f"{need:.3g} GFLOP/s over the whole call at these FLOPs per pair: "
                 f"{need / gemm:.0%} of the reference product's rate."
             )
+    return [*lines, ""]
+
+
+def _floor_lines(floors: dict[str, dict[str, Any]], goal: dict, s: BenchSettings) -> list[str]:
+    """The section "The product floor" (:func:`seps.bench.sections.goal_floors`): per
+    goal, the time its target allows beside the time the call's matrix products take
+    alone, each timed bare at its own shapes."""
+    pairs = s.eval_images * s.eval_texts
+    lines = [
+        "## The product floor of each goal",
+        "",
+        "Every matrix product of the goal's batched call (backward included for the "
+        "training step) is recorded and then timed bare, at its own shapes, on fresh "
+        "contiguous operands (`seps.bench.floor.product_floor`); their sum is the time "
+        "the call would take if nothing but its products took time. It is an optimistic "
+        "bound for any implementation that keeps these products with this device's "
+        "library: where the goal allows less time than the floor, the goal needs fewer "
+        "FLOPs than these (the FLOP table above gives SPEC.md's minimum) or a faster "
+        "product kernel at these shapes. *Measured* is one plain call beside the floor, "
+        "on the same minutes of load (the goal's own timing is above).",
+        "",
+        "| goal | target | allowed per call | products alone (floor) | products' GFLOP/s "
+        "| measured | floor / allowed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    labels = {
+        "eval_repeat1": "eval, distinct dense captions",
+        "eval_repeat5": "eval, official layout",
+        "train": "training step",
+    }
+    for key, f in floors.items():
+        if key == "train":
+            allowed = goal["train"]["loop"]["seconds"] / GOALS[key]
+        else:
+            allowed = pairs / (GOALS[key] * goal[key]["loop"])
+        rate = "-" if f["gflop_s"] is None else f"{f['gflop_s']:.3g}"
+        lines.append(
+            f"| {labels[key]} | {GOALS[key]:g}x | {allowed * 1e3:.4g} ms | "
+            f"{f['seconds'] * 1e3:.4g} ms ({f['calls']} products, {f['distinct']} shapes) | "
+            f"{rate} | {f['seconds_measured'] * 1e3:.4g} ms | {f['seconds'] / allowed:.2f} |"
+        )
     return [*lines, ""]
 
 

@@ -10,7 +10,8 @@
 - :func:`flop_profile_section`: FLOPs per pair of each preset by stage, beside the
   SPEC.md minimum (:mod:`seps.bench.flops`);
 - :func:`stage_time_section`: where the time of the goal's batched evaluation goes,
-  by stage (:mod:`seps.bench.stages`), beside its FLOPs;
+  by stage (:mod:`seps.bench.stages`), beside its FLOPs, and each goal's product
+  floor (:mod:`seps.bench.floor`);
 - :func:`micro_section`: TopK, HRPA and the whole head per implementation and geometry.
 
 Each returns plain data that :mod:`seps.bench.latency` renders; :func:`versions` and
@@ -34,6 +35,7 @@ from ..config import SEPSConfig
 from ..head import SEPSHead
 from ..kernels import unavailable_reason
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
+from .floor import product_floor
 from .flops import PER_IMAGE_STAGES, STAGES, pair_flops, spec_min_flops, stage_flops
 from .settings import BenchSettings
 from .stages import stage_seconds
@@ -199,7 +201,29 @@ def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str
         "lengths": lengths,
         "rows": rows,
         "gemm_gflop_s": gemm_rate(s.device, s.repeats),
+        "floors": goal_floors(s, cfg),
     }
+
+
+def goal_floors(s: BenchSettings, cfg: SEPSConfig) -> dict[str, dict[str, Any]]:
+    """The product floor (:func:`seps.bench.floor.product_floor`) of each goal's batched
+    call: the evaluation with distinct (``eval_repeat1``) and shared
+    (``eval_repeat5``) dense captions, and the training step (``train``, the goal's
+    batch). Each entry adds ``seconds_measured`` (one plain call after a warm-up: a
+    reference on the same minutes of load, not the goal's timing)."""
+    b = 4 if s.quick else 64
+    fns = {
+        f"eval_repeat{r}": eval_fn(make_head(cfg, "batched", s.device), goal_inputs(s, r))
+        for r in (1, 5)
+    }
+    train_inputs = make_inputs("vit224", b, b, embed_size=s.embed_size, device=s.device)
+    fns["train"] = train_fn(make_head(cfg, "batched", s.device), train_inputs)
+    out = {}
+    for key, fn in fns.items():
+        floor = product_floor(fn, s.device, s.repeats)
+        floor["seconds_measured"] = measure(fn, s.device, repeats=1)["seconds"]
+        out[key] = floor
+    return out
 
 
 def gemm_rate(device: str, repeats: int, n: int = 512) -> float:
