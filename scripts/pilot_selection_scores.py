@@ -66,6 +66,13 @@ def main() -> None:
         w = F.linear(words, m["txt_enc.fc.weight"], m["txt_enc.fc.bias"])
         g = F.normalize((w * real).sum(1) / lens[:, None], dim=-1)
         s_st = (g[:, None] * xn).sum(-1)
+        # Diagnostic, not SPEC.md: the same cosines after subtracting the mean projected
+        # patch and the mean projected word over these images. If the scores rank by how
+        # typical a patch is (a shared offset), the centred ones should not.
+        xc = F.normalize(x - x.mean((0, 1)), dim=-1)
+        s_im_c = (F.normalize(xc.mean(1), dim=-1)[:, None] * xc).sum(-1)
+        wc = w - (w * real).sum((0, 1)) / real.sum()
+        s_st_c = (F.normalize((wc * real).sum(1), dim=-1)[:, None] * xc).sum(-1)
         score = (s_im + s_st).numpy()
         top = np.argsort(-score, 1)[:, :18]
         cfg = ckpt["seps_config"]
@@ -74,7 +81,8 @@ def main() -> None:
             f"{cfg.get('selection')}): AUC s_im {auc(s_im.numpy(), named):.3f}, "
             f"s_st {auc(s_st.numpy(), named):.3f}, s_im + s_st {auc(score, named):.3f}; "
             f"its top half keeps {np.take_along_axis(named, top, 1).sum(1).mean():.2f} "
-            "named patches"
+            f"named patches; centred (not SPEC): s_im {auc(s_im_c.numpy(), named):.3f}, "
+            f"s_st {auc(s_st_c.numpy(), named):.3f}"
         )
 
 
