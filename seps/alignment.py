@@ -286,24 +286,28 @@ class _KeptTokens(torch.autograd.Function):
     image's exp-logits ``e (N, N_c)``, its tokens ``x (N, C)`` and the kept indices
     ``idx (B, K)``.
 
-    Same values and gradients as ``bmm(e[idx]^T, x[idx])`` under autograd, but the
-    backward gathers ``x[idx]`` and ``e[idx]`` again instead of keeping them: autograd
-    would save the gathered ``(B, K, C)`` tokens of every pair until the backward, which
-    for a training step of 64 x 64 pairs at ViT-224, C = 512, is 0.8 GB (issue 45's
-    peak-memory regression: 3.0 GB against 1.3 GB for the full-weight product).
+    Same values and gradients as ``bmm(e[idx]^T, x[idx])`` under autograd. What the
+    backward needs depends on the device (:func:`_keep_gathered`): on CUDA it gathers
+    ``x[idx]`` and ``e[idx]`` again instead of keeping them, since keeping the gathered
+    ``(B, K, C)`` tokens of every pair until the backward costs 0.8 GB for a training
+    step of 64 x 64 pairs at ViT-224, C = 512 (issue 45: a step's peak 1.8 GB instead
+    of 3.0), and GPU memory is what limits the batch; on the CPU it keeps them, since
+    gathering again made that step about 10% slower (2.79 against 2.55 s, median of 6
+    alternations in one process) and memory is rarely the limit there.
     """
 
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, e: Tensor, x: Tensor, idx: Tensor):  # type: ignore[override]
         xk, ekt = _kept_rows(e, x, idx)
-        ctx.save_for_backward(e, x, idx)
+        kept = (xk, ekt) if _keep_gathered(x) else ()
+        ctx.save_for_backward(e, x, idx, *kept)
         return torch.bmm(ekt, xk)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, da: Tensor):  # type: ignore[override]
-        e, x, idx = ctx.saved_tensors  # type: ignore[attr-defined]
+        e, x, idx, *kept = ctx.saved_tensors  # type: ignore[attr-defined]
         need_e, need_x = ctx.needs_input_grad[:2]  # type: ignore[attr-defined]
-        xk, ekt = _kept_rows(e, x, idx)
+        xk, ekt = kept if kept else _kept_rows(e, x, idx)
         flat = idx.reshape(-1)
         de = dx = None
         if need_e:
@@ -314,6 +318,12 @@ class _KeptTokens(torch.autograd.Function):
             dxk = torch.bmm(ekt.transpose(1, 2), da)  # (B, K, C)
             dx = torch.zeros_like(x).index_add_(0, flat, dxk.reshape(-1, x.shape[1]))
         return de, dx, None
+
+
+def _keep_gathered(x: Tensor) -> bool:
+    """Whether :class:`_KeptTokens` keeps the gathered tokens for its backward (CPU)
+    rather than gathering them again (CUDA): time against memory, the same values."""
+    return not x.is_cuda
 
 
 def _kept_rows(e: Tensor, x: Tensor, idx: Tensor) -> tuple[Tensor, Tensor]:

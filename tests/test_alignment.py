@@ -3,6 +3,7 @@ the values of the full weights."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from seps.aggregation import pair_weights
@@ -99,10 +100,18 @@ def test_kept_tokens_gradcheck_with_repeated_and_shared_indices() -> None:
     assert torch.autograd.gradcheck(_KeptTokens.apply, inputs)
 
 
-def test_compact_direct_order_does_not_keep_the_gathered_tokens_for_backward() -> None:
-    """What autograd keeps for the backward of the compact direct order is smaller than
-    the gathered ``(B, K, C)`` tokens: they are gathered again in the backward, so that
-    a training step's peak memory does not grow with ``B K C`` per image (issue 45)."""
+@pytest.mark.parametrize("keep_gathered", [False, True])
+def test_compact_direct_order_keeps_the_gathered_tokens_only_where_asked(
+    keep_gathered: bool, monkeypatch
+) -> None:
+    """Where the device policy says so (CUDA), what autograd keeps for the backward of
+    the compact direct order is smaller than the gathered ``(B, K, C)`` tokens: they
+    are gathered again in the backward, so that a training step's peak memory does not
+    grow with ``B K C`` per image (issue 45); elsewhere (the CPU) they are kept. The
+    gradients are the same either way."""
+    import seps.alignment as alignment
+
+    monkeypatch.setattr(alignment, "_keep_gathered", lambda x: keep_gathered)
     words, x, e, keep, extra = _case()
     ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
     kept = KeptWeights.from_keep(ins[2], keep)
@@ -113,10 +122,25 @@ def test_compact_direct_order_does_not_keep_the_gathered_tokens_for_backward() -
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        patch_word_scores(ins[0], ins[1], None, kept, ins[3])
+        s, scale, _ = patch_word_scores(ins[0], ins[1], None, kept, ins[3])
     gathered = kept.idx.numel() * x.shape[-1]
-    assert gathered not in saved
-    assert max(saved) < gathered
+    assert (gathered in saved) == keep_gathered
+    assert (max(saved) < gathered) == (not keep_gathered)
+    ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
+    ref = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
+    w = pair_weights(ref[2], keep.float(), normalise=False)
+    s, scale, _ = patch_word_scores(ref[0], ref[1], None, w, ref[3])
+    ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
+    for got, want in zip(ins, ref, strict=True):
+        torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_the_gathered_tokens_are_kept_on_the_cpu_and_gathered_again_on_cuda() -> None:
+    from seps.alignment import _keep_gathered
+
+    assert _keep_gathered(torch.zeros(2))
+    if torch.cuda.is_available():
+        assert not _keep_gathered(torch.zeros(2, device="cuda"))
 
 
 def test_token_scores_gradcheck() -> None:
