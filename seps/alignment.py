@@ -304,6 +304,7 @@ class _KeptTokens(torch.autograd.Function):
         return torch.bmm(ekt, xk)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx: torch.autograd.function.FunctionCtx, da: Tensor):  # type: ignore[override]
         e, x, idx, *kept = ctx.saved_tensors  # type: ignore[attr-defined]
         need_e, need_x = ctx.needs_input_grad[:2]  # type: ignore[attr-defined]

@@ -86,7 +86,7 @@ def test_compact_weights_in_the_direct_order_pass_the_full_weights_gradients() -
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_kept_tokens_gradcheck_with_repeated_and_shared_indices() -> None:
+def test_kept_tokens_gradcheck_with_patches_kept_by_several_pairs() -> None:
     """The hand-written backward of the compact aggregation: every pair's kept patches
     scatter their gradients back into the image's tokens and exp-logits, including
     patches kept by several pairs."""

@@ -82,3 +82,11 @@ def test_floor_section_sets_each_goals_allowed_time_beside_its_floor() -> None:
     assert "| 5 | 500 ms | 2.00 |" in text  # floor twice what the goal allows
     assert "| eval, official layout | 20x | 50 ms |" in text and "| 4.00 |" in text
     assert "| training step | 5x | 400 ms |" in text and "| 0.50 |" in text
+
+
+def test_keyword_arguments_of_a_product_are_recorded_and_replayed() -> None:
+    a, b, bias = torch.randn(4, 3), torch.randn(3, 2), torch.randn(2)
+    calls = record_products(lambda: torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+    (p,) = calls
+    assert p.kwargs == (("alpha", 2.0), ("beta", 0.5))
+    assert bare_seconds(p, "cpu", 1) > 0

@@ -7,11 +7,12 @@ is left. :func:`record_products` lists every matrix product a call makes (throug
 ``TorchDispatchMode``, so products inside library code and the backward pass count
 too), and :func:`product_floor` times each distinct product bare, at its own shapes, on
 fresh contiguous operands, and adds them up. Nothing else the call does (gathers,
-top-K, maxima, softmax, allocation, Python) is counted, and bare operands are warm in
-cache, so the floor is optimistic: no implementation that keeps these products, with
-the device's library running them, is faster. A goal whose time is below the floor
-needs fewer FLOPs (below SPEC.md's minimum, ``seps.bench.flops.spec_min_flops``) or a
-faster product kernel at these shapes than the library's.
+top-K, maxima, softmax, Python) is counted, only the products and their outputs'
+allocation, and bare operands are warm in cache, so the floor is optimistic for these
+products at these shapes run one after another with the device's library. A goal whose
+time is below the floor needs fewer FLOPs (SPEC.md's minimum:
+``seps.bench.flops.spec_min_flops``), the same FLOPs in fewer and larger products, a
+faster product kernel at these shapes, or (on CUDA) products run concurrently.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Product:
     op: str
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
+    #: keyword arguments of the call (``beta``, ``alpha``), sorted
+    kwargs: tuple[tuple[str, float], ...] = ()
 
     @property
     def flops(self) -> int:
@@ -70,7 +73,8 @@ class _Recorder(TorchDispatchMode):
         if name is not None:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             shapes = tuple(tuple(t.shape) for t in tensors)
-            self.calls[Product(name, shapes, str(tensors[-1].dtype))] += 1
+            kw = tuple(sorted((k, float(v)) for k, v in (kwargs or {}).items()))
+            self.calls[Product(name, shapes, str(tensors[-1].dtype), kw)] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -90,8 +94,14 @@ def bare_seconds(
     ``repeats`` timings, each of enough calls to last about ``min_seconds`` (so that
     products of a few microseconds are not timer noise), after one warm-up."""
     ops = product.operands(device)
-    fn = getattr(torch, product.op)
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    kw = dict(product.kwargs)
+    op = getattr(torch, product.op)
+
+    def fn(*a: torch.Tensor) -> torch.Tensor:
+        return op(*a, **kw)
+
+    dev = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     fn(*ops)
     sync()
     t0 = time.perf_counter()

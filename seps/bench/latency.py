@@ -241,11 +241,13 @@ def _floor_lines(floors: dict[str, dict[str, Any]], goal: dict, s: BenchSettings
         "training step) is recorded and then timed bare, at its own shapes, on fresh "
         "contiguous operands (`seps.bench.floor.product_floor`); their sum is the time "
         "the call would take if nothing but its products took time. It is an optimistic "
-        "bound for any implementation that keeps these products with this device's "
-        "library: where the goal allows less time than the floor, the goal needs fewer "
-        "FLOPs than these (the FLOP table above gives SPEC.md's minimum) or a faster "
-        "product kernel at these shapes. *Measured* is one plain call beside the floor, "
-        "on the same minutes of load (the goal's own timing is above).",
+        "bound for these products at these shapes, run one after another with this "
+        "device's library: where the goal allows less time than the floor, the goal needs "
+        "fewer FLOPs (the FLOP table above gives SPEC.md's minimum), the same FLOPs in "
+        "fewer and larger products, or a faster product kernel at these shapes. The time "
+        "a goal allows comes from the loop's timing above, minutes before the floor: read "
+        "ratios near 1 with the machine's drift in mind. *Measured* is one plain call "
+        "beside the floor, on the same minutes of load (the goal's own timing is above).",
         "",
         "| goal | target | allowed per call | products alone (floor) | products' GFLOP/s "
         "| measured | floor / allowed |",
