@@ -160,6 +160,17 @@ def goal_inputs(s: BenchSettings, dense_repeat: int) -> list[Tensor]:
     )
 
 
+def goal_train_inputs(s: BenchSettings) -> list[Tensor]:
+    """The goal's training inputs: ``B x B`` pairs at ViT-224 (``B`` = 64, 4 when quick)."""
+    b = goal_train_batch(s)
+    return make_inputs("vit224", b, b, embed_size=s.embed_size, device=s.device)
+
+
+def goal_train_batch(s: BenchSettings) -> int:
+    """The goal's training batch ``B`` (images and texts alike)."""
+    return 4 if s.quick else 64
+
+
 def stage_time_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]:
     """Where the time goes: the code preset's batched evaluation at the goal's geometry
     with a distinct dense caption per text (``eval_images x eval_texts``, the goal's
@@ -211,13 +222,11 @@ def goal_floors(s: BenchSettings, cfg: SEPSConfig) -> dict[str, dict[str, Any]]:
     (``eval_repeat5``) dense captions, and the training step (``train``, the goal's
     batch). Each entry adds ``seconds_measured`` (one plain call after a warm-up: a
     reference on the same minutes of load, not the goal's timing)."""
-    b = 4 if s.quick else 64
     fns = {
         f"eval_repeat{r}": eval_fn(make_head(cfg, "batched", s.device), goal_inputs(s, r))
         for r in (1, 5)
     }
-    train_inputs = make_inputs("vit224", b, b, embed_size=s.embed_size, device=s.device)
-    fns["train"] = train_fn(make_head(cfg, "batched", s.device), train_inputs)
+    fns["train"] = train_fn(make_head(cfg, "batched", s.device), goal_train_inputs(s))
     out = {}
     for key, fn in fns.items():
         floor = product_floor(fn, s.device, s.repeats)
@@ -275,8 +284,8 @@ def goal_section(s: BenchSettings, log: Callable[[str], None]) -> dict[str, Any]
             "round_ratios": round_ratios(loop, fast),
             "max_abs_diff": (loop_out - batched_out).abs().max().item(),
         }
-    b = 4 if s.quick else 64
-    inputs = make_inputs("vit224", b, b, embed_size=s.embed_size, device=s.device)
+    b = goal_train_batch(s)
+    inputs = goal_train_inputs(s)
     fns = {impl: train_fn(make_head(cfg, impl, s.device), inputs) for impl in ("loop", "batched")}
     train = measure_alternating(fns, s.device, s.repeats, warmup=("loop", "batched"))
     for impl in fns:
@@ -338,14 +347,14 @@ def presets_section(s: BenchSettings, log: Callable[[str], None]) -> list[dict[s
     switches = variants()
     configs += [(n, bench_config("code", "vit224", s.embed_size, **o)) for n, o in switches.items()]
     b_v, b_t = (2, 6) if s.quick else (32, 160)
-    b_train = 4 if s.quick else 64
+    b_train = goal_train_batch(s)
     for name, cfg in configs:
         head = make_head(cfg, "batched", s.device)
         ev_in = make_inputs(
             "vit224", b_v, b_t, embed_size=s.embed_size, device=s.device, dense_repeat=5
         )
         ev = measure(eval_fn(head, ev_in), s.device, s.repeats)
-        tr_in = make_inputs("vit224", b_train, b_train, embed_size=s.embed_size, device=s.device)
+        tr_in = goal_train_inputs(s)
         tr = measure(train_fn(head, tr_in), s.device, s.repeats)
         if not s.device.startswith("cuda") and s.fresh_process_peak:
             preset, over = (
