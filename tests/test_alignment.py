@@ -66,24 +66,28 @@ def test_compact_weights_pass_gradients_to_the_exp_logits() -> None:
     torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-5)
 
 
+def _direct_order_grads(compact: bool) -> list[torch.Tensor]:
+    """Gradients to the words, patches, exp-logits and extra token of the direct order
+    (a loss on the scores and their column scale), with compact or full weights."""
+    words, x, e, keep, extra = _case()
+    ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
+    ww, xx, ee, ex = ins
+    agg = (
+        KeptWeights.from_keep(ee, keep)
+        if compact
+        else pair_weights(ee, keep.float(), normalise=False)
+    )
+    s, scale, _ = patch_word_scores(ww, xx, None, agg, ex)
+    ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
+    return [t.grad for t in ins]
+
+
 def test_compact_weights_in_the_direct_order_pass_the_full_weights_gradients() -> None:
     """The direct order aggregates the K kept tokens only (seps.alignment._direct_kept):
     same gradients to the exp-logits, the patches and the words as the full weights."""
-    words, x, e, keep, extra = _case()
-    grads = []
-    for form in ("full", "kept"):
-        ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
-        ww, xx, ee, ex = ins
-        agg = (
-            pair_weights(ee, keep.float(), normalise=False)
-            if form == "full"
-            else KeptWeights.from_keep(ee, keep)
-        )
-        s, scale, _ = patch_word_scores(ww, xx, None, agg, ex)
-        ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
-        grads.append([t.grad for t in ins])
-    for got, want in zip(grads[1], grads[0], strict=True):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    want = _direct_order_grads(compact=False)
+    for got, ref in zip(_direct_order_grads(compact=True), want, strict=True):
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
 
 
 def test_kept_tokens_gradcheck_with_patches_kept_by_several_pairs() -> None:
@@ -112,9 +116,7 @@ def test_compact_direct_order_keeps_the_gathered_tokens_only_where_asked(
     import seps.alignment as alignment
 
     monkeypatch.setattr(alignment, "_keep_gathered", lambda x: keep_gathered)
-    words, x, e, keep, extra = _case()
-    ins = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
-    kept = KeptWeights.from_keep(ins[2], keep)
+    _, x, _, keep, _ = _case()
     saved: list[int] = []
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -122,17 +124,12 @@ def test_compact_direct_order_keeps_the_gathered_tokens_only_where_asked(
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        s, scale, _ = patch_word_scores(ins[0], ins[1], None, kept, ins[3])
-    gathered = kept.idx.numel() * x.shape[-1]
+        grads = _direct_order_grads(compact=True)
+    gathered = int(keep.sum()) * x.shape[-1]  # every pair's K kept tokens of C
     assert (gathered in saved) == keep_gathered
     assert (max(saved) < gathered) == (not keep_gathered)
-    ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
-    ref = [t.clone().requires_grad_(True) for t in (words, x, e, extra)]
-    w = pair_weights(ref[2], keep.float(), normalise=False)
-    s, scale, _ = patch_word_scores(ref[0], ref[1], None, w, ref[3])
-    ((s * scale.unsqueeze(1)).sum() + scale.sum()).backward()
-    for got, want in zip(ins, ref, strict=True):
-        torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-5)
+    for got, want in zip(grads, _direct_order_grads(compact=False), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_the_gathered_tokens_are_kept_on_the_cpu_and_gathered_again_on_cuda() -> None:
