@@ -83,7 +83,11 @@ class SEPSHead(nn.Module):
             speed and float rounding differ.
     """
 
-    #: Target per-chunk working set (MB) of the automatic text chunk: cache-sized.
+    #: Target per-chunk working set (MB) of the automatic text chunk on a CPU:
+    #: cache-sized. On a GPU the chunk is sized by ``memory_budget_mb`` alone: there a
+    #: cache-sized chunk (about 64 texts) makes every step a few tiny kernels, and the
+    #: evaluation is bound by kernel launches (1,000 x 5,000 pairs took 90 s on an H200,
+    #: reports/gpu/summary.md).
     cache_budget_mb: float = 24.0
 
     def __init__(
@@ -481,11 +485,14 @@ class SEPSHead(nn.Module):
         return None
 
     def _auto_chunk(self, n: int, texts: dict[str, TextBatch], kinds: set[str]) -> int:
-        """Texts per chunk (of one image) so that the per-chunk tensors stay small: near
-        :attr:`cache_budget_mb` (cache-sized), at most ``memory_budget_mb``
-        (:func:`seps.chunking.auto_chunk_size`)."""
+        """Texts per chunk (of one image) so that the per-chunk tensors stay small: on a
+        CPU near :attr:`cache_budget_mb` (cache-sized), on a GPU up to
+        ``memory_budget_mb`` (:func:`seps.chunking.auto_chunk_size`)."""
         cfg = self.config
-        budget = min(self.memory_budget_mb, self.cache_budget_mb)
+        device = next(iter(texts.values())).raw.device
+        budget = self.memory_budget_mb
+        if device.type == "cpu":
+            budget = min(budget, self.cache_budget_mb)
         return auto_chunk_size(n, texts, kinds, cfg.num_aggregated, cfg.embed_size, budget)
 
     def _text(self, embs: Tensor, lens: Tensor) -> TextBatch:
