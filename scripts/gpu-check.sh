@@ -44,7 +44,7 @@ if [[ $small == 1 ]]; then
 else
   flags=(--device cuda)
   device=cuda
-  limits=(60 60 90 240)
+  limits=(60 60 90 120)
   budget=470  # seconds for all steps; the summary adds about 10
   report=(--impls loop,batched,compiled,triton --geometries vit224 --eval-shard 50x250
           --micro-shard 16x128 --train-batches 64 --repeats 2)

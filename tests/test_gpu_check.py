@@ -106,6 +106,8 @@ def test_one_preset_failing_leaves_the_others(monkeypatch) -> None:
     assert [r["preset"] for r in res["rows"]] == ["code", "paper", "laps"]
     assert "out of memory" in res["rows"][1]["error"] and not res["ok"]
     assert len(saved) == 3
+    # a step stopped by its limit keeps its last save: it must name what was measured
+    assert all(s["profile"] == res["profile"] and s["embed_size"] == 64 for s in saved)
 
 
 def test_a_raising_step_writes_its_error_and_fails(monkeypatch, tmp_path: Path) -> None:

@@ -312,7 +312,12 @@ def train_preset(preset: str, small: bool, device: str, sizes: dict[str, int]) -
 
 def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     sizes = train_sizes(small)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    meta = {  # in every partial save too (see run_eval)
+        "profile": "small (tiny encoders)" if small else "paper (ViT-B/16 224 px, BERT-base)",
+        "precision": "bf16 autocast",
+        "embed_size": 64 if small else 512,
+    }
     for preset in ("code", "paper", "laps"):
         try:
             row = train_preset(preset, small, device, sizes)
@@ -320,12 +325,12 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
             log(f"train {preset}: FAILED {type(exc).__name__}: {exc}")
             rows.append({"preset": preset, "loss_finite": False})
             rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
-            save({"rows": rows})
+            save({**meta, "rows": rows})
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
             continue
         rows.append(row)
-        save({"rows": rows})
+        save({**meta, "rows": rows})
         peak = "n/a (CPU)" if row["peak_mem_mb"] is None else f"{row['peak_mem_mb']:.0f} MB"
         log(
             f"train {preset}: {row['step_ms_median']:.1f} ms/step (median of {row['steps']}), "
@@ -334,9 +339,7 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return {
-        "profile": "small (tiny encoders)" if small else "paper (ViT-B/16 224 px, BERT-base)",
-        "precision": "bf16 autocast",
-        "embed_size": 64 if small else 512,
+        **meta,
         "rows": rows,
         "ok": all(r["loss_finite"] for r in rows),
     }
@@ -360,7 +363,15 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     c2i = torch.arange(n_txt) // 5
     per_image_lens = torch.tensor(dl[:n_img], device=device)
     dense_img = torch.randn(n_img, int(per_image_lens.max()), embed, generator=g).to(device)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    # written with every partial save too, so a step stopped by its limit still names them
+    meta = {
+        "preset": "code",
+        "embed_size": embed,
+        "caption_lengths": caption_lengths("sparse", 1)[1],
+        "sparse_words_max": max(sl),
+        "dense_words_max": max(dl),
+    }
 
     def protocol(source: str) -> Callable[[], Any]:
         def run() -> Any:
@@ -403,7 +414,7 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
             log(f"eval {name.split(' ')[0]}: FAILED {type(exc).__name__}: {exc}")
             rows.append({"layout": name, "finite": False, "shape": None})
             rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
-            save({"rows": rows})
+            save({**meta, "rows": rows})
             continue
         rows.append(
             {
@@ -417,14 +428,10 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
                 "finite": bool(torch.isfinite(out).all()),
             }
         )
-        save({"rows": rows})
+        save({**meta, "rows": rows})
         log(f"eval {name.split(' ')[0]}: {times[0]:.2f} s for {n_img}x{n_txt}")
     return {
-        "preset": "code",
-        "embed_size": embed,
-        "caption_lengths": caption_lengths("sparse", 1)[1],
-        "sparse_words_max": max(sl),
-        "dense_words_max": max(dl),
+        **meta,
         "rows": rows,
         "ok": all(r["finite"] and r["shape"] == [n_img, n_txt] for r in rows),
     }
