@@ -48,6 +48,10 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
     s.geometries = ("swin224",)
     # One thread: at these tiny sizes, two OpenMP threads on cores that other jobs share
     # wait on each other (10 s instead of 3 s under load); the numbers are not checked.
+    gpu_call = tmp_path / "gpu" / "h200-abc"  # a committed GPU check's files
+    gpu_call.mkdir(parents=True)
+    (gpu_call / "kernels.json").write_text(json.dumps({"env": {"gpu": "NVIDIA H200"}, "rows": [
+        {"impl": "batched", "head_eval_speedup_vs_loop": 6.0, "sims_equal": True}]}))  # fmt: skip
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -68,6 +72,7 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
         assert "`triton` skipped" in text
     assert "Flickr30K-size evaluation (4 images x 20 texts" in text and "measured)." in text
     assert "in-process" in text
+    assert "## On a GPU" in text and "### NVIDIA H200: `h200-abc`" in text
     assert (tmp_path / "latency.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
     doc = json.loads((tmp_path / "latency.json").read_text())

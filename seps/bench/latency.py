@@ -21,6 +21,7 @@ from tabulate import tabulate
 
 from ..float_path import requested
 from ..store import atomic_write_bytes, atomic_write_text
+from .gpu_figures import gpu_lines
 from .sections import (
     FLOP_IMAGES,
     device_info,
@@ -406,6 +407,9 @@ def run_report(
     plot(micro, goal, buf)
     atomic_write_bytes(png, buf.getvalue())
     text += f"\n![speed-ups]({png.name})\n"
+    gpu = gpu_lines(out_dir / "gpu")  # the GPU check's committed figures, if any
+    if gpu:
+        text += "\n" + "\n".join(gpu)
     atomic_write_text(md, text)
     if json_path is not None:
         atomic_write_text(
