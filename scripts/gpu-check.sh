@@ -2,7 +2,8 @@
 # One-shot GPU check (docs/gpu.md): CUDA tests, kernels vs loop, paper-size training steps,
 # Flickr30K-size evaluation, the latency report; at most about 8 minutes on one H100/H200.
 #   scripts/gpu-check.sh [--out-dir DIR] [--small]
-#     --out-dir DIR   output folder (default $SEPS_GPU_OUT, else reports/gpu)
+#     --out-dir DIR   output folder (default $SEPS_GPU_OUT, else reports/gpu/<UTC date-time>:
+#                     one folder per call, which the latency report's GPU section lists)
 #     --small         tiny sizes on the CPU (TRITON_INTERPRET=1), for CI; also SEPS_GPU_CHECK_SMALL=1
 #     --skip A,B      leave out steps (tests, kernels, train, eval, bench-report);
 #                     also SEPS_GPU_CHECK_SKIP=A,B
@@ -12,7 +13,7 @@
 # if any failed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-out=${SEPS_GPU_OUT:-reports/gpu}
+out=${SEPS_GPU_OUT:-reports/gpu/$(date -u +%Y%m%d-%H%M%S)}
 small=${SEPS_GPU_CHECK_SMALL:-0}
 skip=,${SEPS_GPU_CHECK_SKIP:-},
 while [[ $# -gt 0 ]]; do
@@ -21,7 +22,7 @@ while [[ $# -gt 0 ]]; do
     --out-dir=*) out=${1#*=}; shift ;;
     --small) small=1; shift ;;
     --skip) skip=$skip$2,; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
