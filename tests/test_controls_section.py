@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECALLS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"]
 SEEDS = range(5)
 UNTRAINED = {"epochs": 1, "max_steps_per_epoch": 1, "lr": 1.0e-9}
+QUERY = {"dense_source": "query"}
 #: The controls matrix as the brief defines it (its run ids), with only settings this
 #: checkout knows: the records below carry the switches that distinguish the runs.
 MATRIX = {
@@ -46,14 +47,26 @@ MATRIX = {
             "preset": "paper",
             "train": {"dense_source": "shuffled"},
         },
+        {"id": "code/dense_source=query", "preset": "code", "train": QUERY},
+        {
+            "id": "code/dense_source=query/dense_noise=0",
+            "preset": "code",
+            "train": {**QUERY, "dense_noise": 0.0},
+        },
+        {
+            "id": "code/dense_source=query/eval_dense_source=shuffled",
+            "preset": "code",
+            "train": {**QUERY, "eval_dense_source": "shuffled"},
+        },
         {"id": "laps/planted-noise", "preset": "laps"},
         {"id": "laps/negative-control", "preset": "laps"},
     ],
 }
 #: Mean rSum per run where every control holds: each untrained run at 20% of its trained
 #: run, the oracle selection 60 above random (the learned ones 20 and 30 above it),
-#: clean > as generated > shuffled dense captions, the planted damage 30 below laps;
-#: the negative control is laps itself, bit for bit.
+#: clean > as generated > shuffled dense captions (code under query for the control,
+#: paper under candidate for the claim), the planted damage 30 below laps; the negative
+#: control is laps itself, bit for bit.
 RSUM = {
     "laps": 300.0,
     "laps/untrained": 60.0,
@@ -66,6 +79,9 @@ RSUM = {
     "paper/selection=random": 300.0,
     "paper/dense_noise=0": 345.0,
     "paper/dense_source=shuffled": 310.0,
+    "code/dense_source=query": 400.0,
+    "code/dense_source=query/dense_noise=0": 450.0,
+    "code/dense_source=query/eval_dense_source=shuffled": 60.0,
     "laps/planted-noise": 270.0,
     "laps/negative-control": 300.0,
 }
@@ -79,6 +95,12 @@ TRAIN: dict[str, dict[str, Any]] = {
     **{f"{p}/untrained": UNTRAINED for p in ("laps", "code", "paper")},
     "paper/dense_noise=0": {"dense_noise": 0.0},
     "paper/dense_source=shuffled": {"dense_source": "shuffled"},
+    "code/dense_source=query": QUERY,
+    "code/dense_source=query/dense_noise=0": {**QUERY, "dense_noise": 0.0},
+    "code/dense_source=query/eval_dense_source=shuffled": {
+        **QUERY,
+        "eval_dense_source": "shuffled",
+    },
     "laps/planted-noise": {"eval_sim_noise": 0.5},
     "laps/negative-control": {"eval_permute": True},
 }
@@ -188,7 +210,9 @@ def test_all_five_controls_holding_says_5_of_5_controls_hold(env):
     assert "`paper/selection=random` 300.0 ± 6.0 (shown, no verdict)" in selection[2]
     assert selection[3] == "yes"
     dense = _row(section, "dense-matters")
-    assert "means `paper/dense_noise=0` 345.0 ± " in dense[2] and " ≥ `paper` 330." in dense[2]
+    assert "means `code/dense_source=query/dense_noise=0` 450.0 ± " in dense[2]
+    assert " ≥ `code/dense_source=query` 400." in dense[2]
+    assert dense[3] == "yes"
     assert _row(section, "planted-effect")[3] == "yes"
     # The section comes first: before the claims table.
     text = env["out"].read_text()
@@ -240,9 +264,28 @@ def test_a_negative_control_that_moves_detectably_fails(env):
 
 
 def test_dense_captions_out_of_order_fail_their_control(env):
-    section = _section(env, {**RSUM, "paper": 350.0})
+    section = _section(env, {**RSUM, "code/dense_source=query": 460.0})
     dense = _row(section, "dense-matters")
-    assert "out of order (`paper/dense_noise=0` < `paper`)" in dense[3]
+    order = "out of order (`code/dense_source=query/dense_noise=0` < `code/dense_source=query`)"
+    assert order in dense[3]
+
+
+def test_the_papers_dense_guided_selection_below_shuffled_does_not_fail_the_control(env):
+    # Under `candidate` the paper's dense caption acts only through its selection
+    # (SPEC.md row 2); noise-free below shuffled there (the pilots, docs/regime.md) is
+    # the claim `dense-guided-selection`'s verdict, not the instrument's failure.
+    reversed_paper = {"paper/dense_noise=0": 290.0, "paper": 300.0}
+    section = _section(env, {**RSUM, **reversed_paper})
+    assert "**5 of 5 controls hold.**" in section
+    assert _row(section, "dense-matters")[3] == "yes"
+
+
+@pytest.mark.parametrize("shuffled", [450.0, 470.0], ids=["equal", "above"])
+def test_shuffled_dense_captions_as_good_as_clean_ones_fail_the_dense_control(env, shuffled):
+    key = "code/dense_source=query/eval_dense_source=shuffled"
+    section = _section(env, {**RSUM, key: shuffled})
+    assert _row(section, "dense-matters")[3].startswith("no")
+    assert "Failing: `dense-matters`." in section
 
 
 def test_without_controls_records_the_section_is_one_line(env):
