@@ -87,7 +87,7 @@ class SEPSHead(nn.Module):
     #: cache-sized. On a GPU the chunk is sized by ``memory_budget_mb`` alone: there a
     #: cache-sized chunk (about 64 texts) makes every step a few tiny kernels, and the
     #: evaluation is bound by kernel launches (1,000 x 5,000 pairs took 90 s on an H200,
-    #: reports/gpu/summary.md).
+    #: reports/gpu/README.md).
     cache_budget_mb: float = 24.0
 
     def __init__(

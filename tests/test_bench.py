@@ -72,7 +72,8 @@ def test_quick_report_writes_markdown_and_png(tmp_path: Path, monkeypatch) -> No
         assert "`triton` skipped" in text
     assert "Flickr30K-size evaluation (4 images x 20 texts" in text and "measured)." in text
     assert "in-process" in text
-    assert "## On a GPU" in text and "### NVIDIA H200: `h200-abc`" in text
+    assert "## On a GPU" in text and "### NVIDIA H200 (torch ?, CUDA ?): `h200-abc`" in text
+    assert 'except the section "On a GPU"' in text  # the header says what it did not measure
     assert (tmp_path / "latency.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # atomic writes
     doc = json.loads((tmp_path / "latency.json").read_text())

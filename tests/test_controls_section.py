@@ -271,7 +271,7 @@ def test_dense_captions_out_of_order_fail_their_control(env):
 
 
 def test_the_papers_dense_guided_selection_below_shuffled_does_not_fail_the_control(env):
-    # Under `candidate` the paper's dense caption acts only through its selection
+    # Under `candidate` the paper's dense caption acts only through its selections
     # (SPEC.md row 2); noise-free below shuffled there (the pilots, docs/regime.md) is
     # the claim `dense-guided-selection`'s verdict, not the instrument's failure.
     reversed_paper = {"paper/dense_noise=0": 290.0, "paper": 300.0}

@@ -41,6 +41,13 @@ from .workloads import caption_lengths
 #: the training step at B = 64.
 GOALS = {"eval_repeat1": 10.0, "eval_repeat5": 20.0, "train": 5.0}
 
+#: The header's provenance line, and its form when the GPU check's figures are appended.
+MEASURED_HERE = "every number below was measured in this run"
+MEASURED_HERE_BUT_GPU = (
+    'every number below was measured in this run, except the section "On a GPU" '
+    "(read from the GPU check's files)"
+)
+
 
 def _table(rows: list[dict[str, Any]], floatfmt: str = ".4g") -> str:
     if not rows:
@@ -75,7 +82,7 @@ def render_report(
         f"- caption lengths: {meta['lengths_source']}",
         f"- machine load: {meta['load']}",
         f"- CPU float path: {meta.get('float_path', 'not recorded')}",
-        f"- embed size C = {s.embed_size}; every number below was measured in this run"
+        f"- embed size C = {s.embed_size}; {MEASURED_HERE}"
         + (" (QUICK: tiny sizes, numbers are not meaningful)" if s.quick else ""),
     ]
     if not (s.fresh_process_peak or s.device.startswith("cuda")):
@@ -409,7 +416,7 @@ def run_report(
     text += f"\n![speed-ups]({png.name})\n"
     gpu = gpu_lines(out_dir / "gpu")  # the GPU check's committed figures, if any
     if gpu:
-        text += "\n" + "\n".join(gpu)
+        text = text.replace(MEASURED_HERE, MEASURED_HERE_BUT_GPU, 1) + "\n" + "\n".join(gpu)
     atomic_write_text(md, text)
     if json_path is not None:
         atomic_write_text(
