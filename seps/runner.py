@@ -83,6 +83,7 @@ EVAL_ONLY_FIELDS = (
     "eval_image_shard",
     "eval_sim_noise",
     "eval_permute",
+    "eval_checkpoint",
 )
 
 
@@ -291,6 +292,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
 #: What a finished training's result contributes to the run record.
 RESULT_FIELDS = (
     "metrics",
+    "evaluated_epoch",
     "dense_source",
     "eval_dense_source",
     "protocol",

@@ -35,6 +35,8 @@ PROTOCOLS = ("finetune", "partial", "frozen")
 DATASETS = ("synthetic", "f30k", "coco")
 #: What training does at a step whose loss is not finite; see ``TrainConfig.on_nonfinite``.
 NONFINITE_POLICIES = ("skip", "stop")
+#: Which weights the test split evaluates; see ``TrainConfig.eval_checkpoint``.
+EVAL_CHECKPOINTS = ("last", "best_val")
 #: Fields added after records were first stored: the run key hashes them only when they
 #: differ from their default, so records made before they existed keep their keys.
 KEY_OMITTED_AT_DEFAULT = (
@@ -50,6 +52,7 @@ KEY_OMITTED_AT_DEFAULT = (
     "pretrain_builds",
     "eval_sim_noise",
     "eval_permute",
+    "eval_checkpoint",
 )
 
 
@@ -332,6 +335,16 @@ class TrainConfig:
         "negative control: present the test images and captions to the scorer in a seeded "
         "random order and map the similarities back before ranking (metrics must not change)",
     )
+    # The official training tests model_best.pth, the epoch with the best validation rSum;
+    # `last` (default) tests the last epoch. The best weights are kept either way, so runs
+    # differing only here share one training (seps.runner.EVAL_ONLY_FIELDS).
+    eval_checkpoint: str = doc(
+        "last",
+        "which weights the test split evaluates: last (the last epoch, default) or best_val "
+        "(the epoch with the best validation rSum, the first on ties, as the official "
+        "model_best.pth; needs a validation split)",
+        choices=EVAL_CHECKPOINTS,
+    )
     eval_text_shard: int = 512
     eval_image_shard: int = 128
     out_dir: str = doc("runs/default", "run folder (checkpoints, result.json)", flag="--out")
@@ -350,6 +363,7 @@ class TrainConfig:
             ("dataset", self.dataset in DATASETS, f"one of {', '.join(DATASETS)}"),
             ("protocol", self.protocol in PROTOCOLS, f"one of {', '.join(PROTOCOLS)}"),
             ("dense_source", self.dense_source in DENSE_SOURCES, ", ".join(DENSE_SOURCES)),
+            ("eval_checkpoint", self.eval_checkpoint in EVAL_CHECKPOINTS, "last, best_val"),
             (
                 "eval_dense_source",
                 self.eval_dense_source in (None, *DENSE_SOURCES),

@@ -49,6 +49,7 @@ TRAIN_FIELDS = [
     "synth_images",
     "max_steps_per_epoch",
     "val_images",
+    "eval_checkpoint",
     "max_violation_from",
     "augment",
     "augment_whole_word",

@@ -178,3 +178,73 @@ def restore_training_state(
             f"epochs; train again under a new --out (with --keep-optimizer to extend it later), "
             f"or resume with --epochs {done} to evaluate it only"
         )
+
+
+#: The weights of the epoch with the best validation rSum so far (what the official
+#: training keeps as ``model_best.pth``), beside the run checkpoint.
+BEST_NAME = "checkpoint_best.safetensors"
+
+
+def best_val_epoch(history: list[dict[str, Any]]) -> int | None:
+    """The epoch whose validation rSum is the highest in ``history`` (the first on ties,
+    as the official ``rsum > best_rsum`` keeps the earlier); ``None`` without validation."""
+    scored = [
+        (h["val"]["rsum"], -h["epoch"])
+        for h in history
+        if isinstance(h.get("val"), dict) and "rsum" in h["val"]
+    ]
+    return -max(scored)[1] if scored else None
+
+
+def save_best_weights(out_dir: Path, model: torch.nn.Module, epoch: int, val_rsum: float) -> None:
+    """Write the model's weights as the best-validation ones (data only, atomically)."""
+    save_tensor_json(
+        Path(out_dir) / BEST_NAME,
+        {
+            "model": model.state_dict(),
+            "epoch": epoch,
+            "val_rsum": val_rsum,
+            "format": CHECKPOINT_FORMAT,
+        },
+    )
+
+
+def load_best_weights(out_dir: Path, epoch: int) -> dict[str, torch.Tensor]:
+    """The best-validation weights of ``out_dir``, which must be those of ``epoch``."""
+    path = Path(out_dir) / BEST_NAME
+    if not path.is_file():
+        raise ValueError(
+            f"checkpoint {str(path)!r}: file not found (needed by eval_checkpoint best_val)"
+        )
+    try:
+        best = load_tensor_json(path)
+    except ValueError as exc:
+        raise ValueError(f"checkpoint {exc}") from None
+    if not isinstance(best, dict) or best.get("format") != CHECKPOINT_FORMAT or "model" not in best:
+        raise ValueError(
+            f"checkpoint {str(path)!r}: expected best-validation weights ('format', 'model')"
+        )
+    if best.get("epoch") != epoch:
+        raise ValueError(
+            f"checkpoint {str(path)!r}: holds epoch {best.get('epoch')!r}, but the run's "
+            f"history puts its best validation at epoch {epoch}"
+        )
+    return best["model"]
+
+
+def select_eval_weights(
+    cfg: TrainConfig, model: torch.nn.Module, history: list[dict[str, Any]], last_epoch: int
+) -> int:
+    """Put the weights ``cfg.eval_checkpoint`` asks for into ``model`` (which holds the
+    last epoch's) and return their epoch: the last one, or the best on validation."""
+    if cfg.eval_checkpoint != "best_val":
+        return last_epoch
+    best = best_val_epoch(history)
+    if best is None:
+        raise ValueError(
+            "train config field 'eval_checkpoint': best_val needs a validation split "
+            "(val_images > 0, or the dataset's dev split)"
+        )
+    if best != last_epoch:
+        model.load_state_dict(load_best_weights(Path(cfg.out_dir), best))
+    return best

@@ -64,12 +64,15 @@ from ..store import atomic_write_json
 from ..text import tokenizer_hash
 from ..train_config import TrainConfig
 from .checkpoints import (
+    best_val_epoch,
     check_same_tokenizer,
     drop_training_state,
     load_run_checkpoint,
     restore_training_state,
     run_checkpoint_path,
+    save_best_weights,
     save_run_checkpoint,
+    select_eval_weights,
 )
 from .data import (
     build_tokenizer,
@@ -562,6 +565,11 @@ def _train(
         if not dist.main:
             barrier(dist)
             continue
+        # The best-validation weights, whatever eval_checkpoint says (an evaluation-only
+        # choice: runs differing in it share this training). Written before the run
+        # checkpoint, so a stop in between re-runs this epoch and writes them again.
+        if "val" in rec and best_val_epoch(state.history) == epoch:
+            save_best_weights(out, model, epoch, rec["val"]["rsum"])
         save()
         barrier(dist)
         if cfg.progress:
@@ -591,6 +599,7 @@ def finish(
     ``meter`` measured the run: :mod:`seps.train.movement`)."""
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise DivergedError("the trained weights are not finite", state, 0)
+    evaluated_epoch = select_eval_weights(cfg, model, state.history, state.epoch)
     eval_split = split_tensors(cfg, load(cfg, data_dir, cfg.eval_split), tokenizer)
     feats = None
     if cfg.protocol == "frozen":
@@ -625,6 +634,7 @@ def finish(
         "text_only_rsum": text_only,
         **bounds,
         "history": state.history,
+        "evaluated_epoch": evaluated_epoch,
         "movement": meter.result(state.history) if meter is not None else None,
         "nonfinite_steps": state.nonfinite_steps,
         "train_seconds": state.train_seconds,
