@@ -411,9 +411,11 @@ def _disk_lines(planned: list[PlannedRun], trainings: list[PlannedRun]) -> list[
         for rid, s in sizes.items()
     ]
     known = [(p, sizes[p.run.id]) for p in trainings if sizes[p.run.id] is not None]
-    # A finished training keeps its weights only, unless keep_optimizer (seps.train.loop).
+    # A finished training keeps its weights only, unless keep_optimizer (seps.train.loop),
+    # and one that validates also the best-validation weights (checkpoint_best).
     kept = sum(
-        s.checkpoint_bytes if p.train_cfg.keep_optimizer else s.weights_bytes
+        (s.checkpoint_bytes if p.train_cfg.keep_optimizer else s.weights_bytes)
+        + (s.weights_bytes if p.train_cfg.val_images > 0 else 0)
         for p, s in known
         if s is not None
     )
@@ -435,8 +437,9 @@ def _disk_lines(planned: list[PlannedRun], trainings: list[PlannedRun]) -> list[
         "AdamW's two moments of each trainable parameter, 4 bytes a number (3 x the weights "
         "when every "
         "parameter trains); once finished it keeps the weights only (all of it with "
-        "--set train.keep_optimizer=true); data, feature caches and records are not "
-        "counted. Per run:",
+        "--set train.keep_optimizer=true), and a training that validates keeps the weights "
+        "of its best validation epoch beside them (checkpoint_best.safetensors); data, "
+        "feature caches and records are not counted. Per run:",
         tabulate(
             rows,
             headers=["run", "parameters", "weights", "checkpoint while training"],

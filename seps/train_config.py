@@ -342,7 +342,8 @@ class TrainConfig:
         "last",
         "which weights the test split evaluates: last (the last epoch, default) or best_val "
         "(the epoch with the best validation rSum, the first on ties, as the official "
-        "model_best.pth; needs a validation split)",
+        "model_best.pth but chosen on the validation images, never the test split; needs a "
+        "validation split)",
         choices=EVAL_CHECKPOINTS,
     )
     eval_text_shard: int = 512

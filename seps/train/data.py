@@ -367,7 +367,9 @@ def validation_split(
     is there but malformed raises its `DataError`.
 
     (The official code scores its test split after every epoch and keeps the best
-    epoch's weights; this suite validates on ``dev`` and keeps the last epoch.)
+    epoch's weights; this suite validates on ``dev`` and tests the last epoch, or with
+    ``eval_checkpoint="best_val"`` the best epoch on ``dev``, never chosen on the test
+    split.)
     """
     protocol = cfg.dense_source
     if cfg.val_images == 0:
