@@ -406,6 +406,12 @@ class TrainConfig:
                     f"train config field {name!r}: invalid value {getattr(self, name)!r}; "
                     f"allowed: {allowed}"
                 )
+        if self.eval_checkpoint == "best_val" and self.val_split == self.eval_split:
+            raise ValueError(
+                f"train config field 'eval_checkpoint': best_val picks the epoch on the "
+                f"validation split, which here is the evaluated split ({self.eval_split!r}); "
+                "set val_split and eval_split apart"
+            )
         if self.dataset != "synthetic" and not self.data_path:
             raise ValueError(
                 f"train config field 'data_path': required for dataset {self.dataset!r} "

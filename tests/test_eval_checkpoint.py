@@ -15,6 +15,7 @@ from seps.train.checkpoints import (
     BEST_NAME,
     best_val_epoch,
     load_best_weights,
+    save_best_weights,
     select_eval_weights,
 )
 
@@ -81,6 +82,25 @@ def test_an_unknown_eval_checkpoint_names_the_field():
 
 def test_best_val_without_validation_is_refused_by_field_name(tmp_path):
     cfg = tiny("unused", tmp_path, eval_checkpoint="best_val")
-    with pytest.raises(ValueError, match=r"'eval_checkpoint': best_val needs a validation split"):
+    with pytest.raises(ValueError, match=r"'eval_checkpoint': best_val needs a per-epoch valid"):
         select_eval_weights(cfg, torch.nn.Linear(1, 1), _history(None, None), 1)
     assert select_eval_weights(tiny("unused", tmp_path), torch.nn.Linear(1, 1), [], 1) == 1
+
+
+def test_best_val_without_validation_is_refused_before_any_training(synth, tmp_path):
+    cfg = tiny(synth, tmp_path / "run", eval_checkpoint="best_val", val_images=0)
+    with pytest.raises(ValueError, match=r"'eval_checkpoint': best_val needs a per-epoch valid"):
+        train(cfg, HEAD)
+    assert not (tmp_path / "run" / "checkpoint_last.safetensors").exists()
+
+
+def test_best_val_refuses_to_pick_the_epoch_on_the_evaluated_split():
+    with pytest.raises(ValueError, match=r"'eval_checkpoint'.*evaluated split \('dev'\)"):
+        tiny("unused", "unused", eval_checkpoint="best_val", eval_split="dev")
+
+
+def test_best_weights_of_another_epoch_are_refused(tmp_path):
+    save_best_weights(tmp_path, torch.nn.Linear(2, 2), 1, 5.0)
+    assert load_best_weights(tmp_path, 1).keys() == {"weight", "bias"}
+    with pytest.raises(ValueError, match=r"holds epoch 1, but the run's history puts its best"):
+        load_best_weights(tmp_path, 0)

@@ -180,6 +180,12 @@ def restore_training_state(
         )
 
 
+#: Why ``eval_checkpoint="best_val"`` cannot run (refused before training, and again at
+#: evaluation for a history without validation).
+NO_VALIDATION = (
+    "train config field 'eval_checkpoint': best_val needs a per-epoch validation "
+    "(val_images > 0 and the data's val_split present)"
+)
 #: The weights of the epoch with the best validation rSum so far (what the official
 #: training keeps as ``model_best.pth``), beside the run checkpoint.
 BEST_NAME = "checkpoint_best.safetensors"
@@ -241,10 +247,7 @@ def select_eval_weights(
         return last_epoch
     best = best_val_epoch(history)
     if best is None:
-        raise ValueError(
-            "train config field 'eval_checkpoint': best_val needs a validation split "
-            "(val_images > 0, or the dataset's dev split)"
-        )
+        raise ValueError(NO_VALIDATION)
     if best != last_epoch:
         model.load_state_dict(load_best_weights(Path(cfg.out_dir), best))
     return best

@@ -64,6 +64,7 @@ from ..store import atomic_write_json
 from ..text import tokenizer_hash
 from ..train_config import TrainConfig
 from .checkpoints import (
+    NO_VALIDATION,
     best_val_epoch,
     check_same_tokenizer,
     drop_training_state,
@@ -279,6 +280,8 @@ def _train(
     val_split, val_protocol = None, cfg.dense_source
     if dist.main:  # rank 0 validates
         val_split, val_protocol = validation_split(cfg, data_dir, tokenizer, seps_cfg.uses_dense)
+        if val_split is None and cfg.eval_checkpoint == "best_val":  # before any training
+            raise ValueError(NO_VALIDATION)
     train_feats = val_feats = None
     if cfg.protocol == "frozen":
         if dist.main:
