@@ -164,6 +164,14 @@ def test_identical_reason_reads_the_config_difference():
     assert identical_reason(_rec(laps), _rec(laps, {"eval_dense_source": "none"})) == dense
     assert identical_reason(_rec(laps), _rec(laps, {"dense_noise": 0.0})) == dense
     assert identical_reason(_rec(topk), _rec(topk, {"dense_source": "candidate"})) is None
+    # eval_checkpoint: identical when both tested the same epoch, unexplained otherwise.
+    same = identical_reason(
+        _rec(topk, evaluated_epoch=1),
+        _rec(topk, {"eval_checkpoint": "best_val"}, evaluated_epoch=1),
+    )
+    assert same == "both test the same epoch's weights (the best validation epoch is the last)"
+    other = _rec(topk, {"eval_checkpoint": "best_val"}, evaluated_epoch=0)
+    assert identical_reason(_rec(topk, evaluated_epoch=1), other) is None
     # An evaluation key equal to the training protocol is no difference.
     assert identical_reason(_rec(topk), _rec(topk, eval_dense_source="query")) == (
         "same configuration as the baseline"

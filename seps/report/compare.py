@@ -143,7 +143,9 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     - only settings that act through training differ and neither run trains anything
       (no trainable parameter, lr 0 or no step);
     - ``train.eval_permute`` (the negative control of :mod:`seps.controls`): the same
-      pairs scored in another order, mapped back before ranking.
+      pairs scored in another order, mapped back before ranking;
+    - ``train.eval_checkpoint`` when both test the same epoch (``evaluated_epoch``): the
+      best validation epoch is the last.
 
     The reasons found are joined with ``"; "`` in that order.
     """
@@ -169,6 +171,12 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     if "train.eval_permute" in left:
         reasons.append("eval_permute scores the same pairs in another order (negative control)")
         left.discard("train.eval_permute")
+    # Records name the epoch they tested; rows without it (older loaders) count as equal.
+    if "train.eval_checkpoint" in left and base.get("evaluated_epoch") == variant.get(
+        "evaluated_epoch"
+    ):
+        reasons.append("both test the same epoch's weights (the best validation epoch is the last)")
+        left.discard("train.eval_checkpoint")
     return "; ".join(reasons) if reasons and not left else None
 
 
