@@ -20,6 +20,8 @@ __all__ = ["gpu_lines"]
 
 #: The line of ``summary.md`` that dates a call (``write_summary``): the folders' order.
 _WRITTEN = re.compile(r"^Written (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", re.MULTILINE)
+#: Its line naming the card (when ``kernels.json`` is missing).
+_GPU = re.compile(r"^- gpu: (.+)$", re.MULTILINE)
 
 
 def _load(path: Path) -> Any:
@@ -102,21 +104,19 @@ def _call_rows(folder: Path) -> list[str]:
     return rows
 
 
+def _summary(folder: Path, pattern: re.Pattern[str]) -> str:
+    """The first group of ``pattern`` in the folder's ``summary.md`` ("" when absent)."""
+    summary = folder / "summary.md"
+    text = summary.read_text(errors="replace") if summary.is_file() else ""
+    found = pattern.search(text)
+    return found.group(1).strip() if found else ""
+
+
 def _card(folder: Path) -> str:
     env = _dict(_dict(_load(folder / "kernels.json")).get("env"))
     if env.get("gpu"):
         return f"{env['gpu']} (torch {env.get('torch', '?')}, CUDA {env.get('cuda', '?')})"
-    summary = folder / "summary.md"
-    text = summary.read_text(errors="replace") if summary.is_file() else ""
-    found = re.search(r"^- gpu: (.+)$", text, re.MULTILINE)
-    return found.group(1).strip() if found else "GPU not recorded"
-
-
-def _written(folder: Path) -> str:
-    summary = folder / "summary.md"
-    text = summary.read_text(errors="replace") if summary.is_file() else ""
-    found = _WRITTEN.search(text)
-    return found.group(1) if found else ""
+    return _summary(folder, _GPU) or "GPU not recorded"
 
 
 def gpu_lines(gpu_dir: Path, link: str = "gpu/README.md") -> list[str]:
@@ -128,7 +128,7 @@ def gpu_lines(gpu_dir: Path, link: str = "gpu/README.md") -> list[str]:
         return []
     out: list[str] = []
     folders = sorted(
-        (p for p in gpu_dir.iterdir() if p.is_dir()), key=lambda p: (_written(p), p.name)
+        (p for p in gpu_dir.iterdir() if p.is_dir()), key=lambda p: (_summary(p, _WRITTEN), p.name)
     )
     for folder in folders:
         try:
