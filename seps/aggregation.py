@@ -92,9 +92,10 @@ def pair_weights(e: Tensor, weight: Tensor, normalise: bool = True) -> Tensor:
     aggregated tokens through ``l2n`` (every branch except ``fused``, where two
     aggregations are added first) save one pass, since ``l2n(A / Z) = l2n(A)``.
     Rows whose kept weights are all zero stay zero, like the empty sum of
-    :func:`seps.selection.weighted_softmax`.
+    :func:`seps.selection.weighted_softmax`. A block of images broadcasts: ``e (V, N,
+    N_c)`` and ``weight (V, B_t, N)`` give ``(V, B_t, N_c, N)``.
     """
-    w = weight.unsqueeze(1) * e.t().unsqueeze(0)
+    w = weight.unsqueeze(-2) * e.transpose(-1, -2).unsqueeze(-3)
     if not normalise:
         return w
     z = w.sum(dim=-1, keepdim=True)

@@ -36,6 +36,7 @@ materialises the alignment tokens per (image, text) pair in their normalised for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -147,6 +148,13 @@ class HRPA(nn.Module):
         maxima (:func:`row_col_max`, or a fused kernel).
         """
         row, col = (rowcol or row_col_max)(s, col_scale, word_mask, token_mask)
+        return self.from_maxima(row, col, word_mask, token_mask)
+
+    def from_maxima(
+        self, row: Tensor, col: Tensor, word_mask: Tensor, token_mask: Tensor | None
+    ) -> Tensor:
+        """Similarities ``(B,)`` from the row maxima ``(B, M)`` and column maxima ``(B, L)``
+        of the patch-word products before the activation (:meth:`reduce`'s second half)."""
         if self.config.similarity_activation == "leaky_relu":
             # Monotone: the activation of the maximum is the maximum of the activations.
             row = F.leaky_relu(row, negative_slope=0.1)
@@ -472,6 +480,77 @@ def patch_word_scores(
     return _assemble(words, cls_col, weighted, weighted_scale, body_masks, xn)
 
 
+def block_row_col_max(
+    words: Tensor,
+    word_mask: Tensor,
+    x: Tensor,
+    cls_col: Tensor | None,
+    agg_weights: Tensor,
+    extra_weights: Tensor,
+    per_image: bool,
+) -> tuple[Tensor, Tensor]:
+    """The masked row and column maxima of ``S_pw`` (:func:`row_col_max` of
+    :func:`patch_word_scores`) of a block of ``V`` images against ``B`` texts in one
+    call, in the direct order with aggregation: ``row (V * B, M)`` and ``col (V * B, L)``
+    (``[CLS]`` first, then the aggregated tokens, the extra token last), pairs in group
+    order (below), for :meth:`HRPA.from_maxima`.
+
+    The tokens ``A = W x`` are one product per image over all its texts, ``(B * R, N) @
+    (N, C)``, with the full weights: the compact form (:class:`KeptWeights`) halves the
+    multiply-adds but gathers per pair, and its ``V * B`` tiny batched products made a
+    training step of the ``unimodal`` regime 1.5x slower. The pairs are grouped by the
+    words they share, so that the words meet the tokens of all their pairs in one
+    product, ``(M, C) @ (C, P * R)``, and the maxima are taken in that product's layout
+    ``(G, M, P, R)``: ``S_pw`` is never rearranged per pair. Groups are texts (``P = V``
+    images each; pairs text-major) or, with ``per_image``, images (each image's own
+    caption, ``P = B``; pairs image-major). Why at all: at small sizes (N = 36, C = 64,
+    64 x 64 pairs in a training step) one call per image is a few dozen small
+    operations, and a step was bound by their dispatch
+    (:func:`seps.head_steps.align_block`).
+
+    Args:
+        words: ``(G, M, C)`` normalised words: of the ``B`` texts, or of the ``V``
+            images' own captions with ``per_image``; ``word_mask (G, M)`` their real words.
+        x: ``(V, N, C)`` unnormalised patches of the images.
+        cls_col: ``(V, B, M)`` ``<u_j, l2n(cls)>`` or ``None``.
+        agg_weights: ``(V, B, N_c, N)`` aggregation weights.
+        extra_weights: ``(V, B, N)`` weights of the extra token.
+        per_image: group by image (see above).
+    """
+    # float32 under autocast: the hand-written backward mixes saved tensors.
+    s, inv = fp32_apply(_block_products, words, x, agg_weights, extra_weights, per_image)
+    g, m, p, _ = s.shape
+    s = s * inv.unsqueeze(1)  # <u_j, l2n(A_i)>, (G, M, P, R)
+    row = s.amax(-1)  # (G, M, P), over the tokens (all valid)
+    # Over the real words only: an additive -inf bias of the mask's small shape.
+    bias = torch.zeros(g, m, dtype=s.dtype, device=s.device).masked_fill_(~word_mask, -math.inf)
+    col = (s + bias.view(g, m, 1, 1)).amax(1)  # (G, P, R)
+    if cls_col is not None:
+        cls_g = _group(cls_col, per_image)  # (G, P, M)
+        row = torch.maximum(row, cls_g.transpose(1, 2))
+        col = torch.cat([(cls_g + bias.unsqueeze(1)).amax(-1, keepdim=True), col], dim=-1)
+    return row.transpose(1, 2).reshape(g * p, m), col.reshape(g * p, -1)
+
+
+def _group(t: Tensor, per_image: bool) -> Tensor:
+    """A ``(V, B, ...)`` per-pair tensor in group order: ``(B, V, ...)`` by text."""
+    return t if per_image else t.transpose(0, 1)
+
+
+def _block_products(
+    words: Tensor, x: Tensor, w: Tensor, extra: Tensor, per_image: bool
+) -> tuple[Tensor, Tensor]:
+    """``<u_j, A_i>`` ``(G, M, P, R)`` and ``1 / ||A_i||`` ``(G, P, R)`` of every pair of the
+    block, the extra token last (:func:`block_row_col_max`)."""
+    v, b, r, n = w.shape
+    w = torch.cat([w, extra.unsqueeze(2)], dim=2)  # the extra token: one more row
+    a = torch.bmm(w.view(v, b * (r + 1), n), x).view(v, b, r + 1, -1)  # A = W x, per image
+    g, m, c = words.shape
+    a = _group(a, per_image).reshape(g, -1, c)  # (G, P * R, C)
+    s, inv = _TokenScores.apply(a, words)  # (G, M, P * R), (G, P * R)
+    return s.view(g, m, -1, r + 1), inv.view(g, -1, r + 1)
+
+
 def _assemble(
     words: Tensor,
     cls_col: Tensor | None,
@@ -513,6 +592,7 @@ __all__ = [
     "HRPA",
     "KeptWeights",
     "RowColFn",
+    "block_row_col_max",
     "cls_word_scores",
     "patch_word_scores",
     "row_col_max",

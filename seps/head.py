@@ -7,7 +7,9 @@ decision matrix D of shape ``(B_v, B_t, N)``.
 
 The head is batched over texts: the selections (steps 3-5) are computed for a
 block of images and all texts at once, the alignment (steps 6-8) for each image
-and a chunk of texts at a time; ``text_chunk_size`` and ``memory_budget_mb`` only
+and a chunk of texts at a time, or, for small images whose units all take the direct
+order, for a block of images and a chunk of texts (``block_patches``);
+``text_chunk_size`` and ``memory_budget_mb`` only
 bound the memory (the result does not depend on them). Within a chunk the word
 padding beyond the chunk's longest caption is cut before any GEMM, and at
 evaluation the texts are taken in order of length so that little padding is left
@@ -47,7 +49,10 @@ from .head_steps import (
     ImageState,
     Selection,
     Unit,
+    align_block,
+    align_images,
     align_unit,
+    blockable,
     global64,
     select_block,
 )
@@ -89,6 +94,14 @@ class SEPSHead(nn.Module):
     #: evaluation is bound by kernel launches (1,000 x 5,000 pairs took 90 s on an H200,
     #: reports/gpu/README.md).
     cache_budget_mb: float = 24.0
+    #: A block of images is aligned per call (:func:`seps.head_steps.align_block`, where
+    #: every unit takes the direct order) only when an image has at most this many
+    #: patches. At N = 36 one call per image is bound by its dispatch: a ``laps`` training
+    #: step took 78 ms blocked against 202 ms (docs/kernels.md). At ViT-224 sizes it is
+    #: not, and one call per image keeps the compact top-K weights, half the products of
+    #: the block's full weights (tests/test_flops.py), and the fused maxima of the
+    #: ``triton`` kernels, which the block does not use.
+    block_patches: int = 64
 
     def __init__(
         self,
@@ -244,7 +257,8 @@ class SEPSHead(nn.Module):
         images against all texts; the alignment loop then runs over images and, for
         each, over chunks of texts, so that every per-pair step is a GEMM or a batched
         matrix product over the texts of the chunk with the image's tensors shared
-        (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``).
+        (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``); small images align a
+        block of images per call instead (:attr:`block_patches`).
 
         Repeated dense captions: the official loader repeats each image's dense
         caption for its 5 captions (SPEC.md "Inputs"). Where the dense branch depends
@@ -374,7 +388,9 @@ class SEPSHead(nn.Module):
 
         The selections (steps 3-5) are computed for a block of images and all texts
         at once, ``(V, B_t, N)`` tensors, since they are small and elementwise; the
-        alignment (steps 6-8) then runs per image and text chunk on views of them.
+        alignment (steps 6-8) then runs per image and text chunk on views of them, or,
+        for images of at most :attr:`block_patches` patches whose units all take the
+        direct order, per block of images and text chunk (:func:`align_images`).
         Views come from ``unbind``/``split``, whose backward is one stack per block,
         where indexing would zero-fill a block-sized gradient for every piece. At
         evaluation over several chunks the texts are taken in order of length
@@ -397,20 +413,24 @@ class SEPSHead(nn.Module):
                 texts, inv = ordered
         with torch.no_grad():
             glob = {k: self._global64(t) for k, t in texts.items() if k in self._guides(branches)}
+        # A block of images per call for small images whose units allow it (align_block;
+        # block_patches says why).
+        aggregate = self.aggregation is not None
+        blocked = n <= self.block_patches and all(blockable(u, aggregate) for u in units)
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in units):
             gram_rows = self._gram_rows(st)
         cls_cols = {}
-        if st.cls_n is not None:
-            budget = int(self.memory_budget_mb * 2**20 / 4 / 8)
+        if st.cls_n is not None and not blocked:
+            floats = int(self.memory_budget_mb * 2**20 / 4 / 8)
             for u in units:
                 words = texts[u.words]
-                cls_cols[u.words] = ClsColumns(words.norm, st.cls_n, budget, words.per_image)
+                cls_cols[u.words] = ClsColumns(words.norm, st.cls_n, floats, words.per_image)
         # About a dozen (V, B_t, N) tensors per branch live during a block.
         per_image = 48 * b_t * n * len(branches)
         block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
-        img = ImageRows(st)
-        rows: list[Tensor] = []
+        img = None if blocked else ImageRows(st)
+        blocks: list[Tensor] = []  # (V, B_t) similarities per block of images
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
         for v0 in range(0, b_v, block):
             vs = slice(v0, min(v0 + block, b_v))
@@ -418,6 +438,14 @@ class SEPSHead(nn.Module):
             sel = self._select_block(vs, st, branches, glob, noise, ops, texts, b_t, pv)
             for b in branches:
                 mask_blocks[b].append(sel[b][1])
+            if blocked:
+                budget_mb = self.memory_budget_mb
+                blocks.append(
+                    align_images(self._align_block, vs, st, sel, texts, units, chunk, budget_mb)
+                )
+                continue
+            assert img is not None
+            rows: list[Tensor] = []
             # pieces[b][k][i][c]: part k of branch b for image v0 + i and text chunk c.
             pieces = {
                 b: [[list(row.split(chunk)) for row in part.unbind(0)] for part in sel[b]]
@@ -440,7 +468,8 @@ class SEPSHead(nn.Module):
                     assert sim is not None
                     sims_v.append(sim)
                 rows.append(torch.cat(sims_v))
-        sims = torch.stack(rows)
+            blocks.append(torch.stack(rows))
+        sims = torch.cat(blocks)
         if not self.training:
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
@@ -553,6 +582,19 @@ class SEPSHead(nn.Module):
         return align_unit(
             self.config, aggregate, self.hrpa, ops, unit, v, sl, img, sel, texts, cls_col, gram
         )
+
+    def _align_block(
+        self,
+        unit: Unit,
+        vs: slice,
+        sl: slice,
+        st: ImageState,
+        sel: dict[str, Selection],
+        texts: dict[str, TextBatch],
+    ) -> Tensor:
+        """Steps 6-8 of one alignment unit for the images ``vs`` and texts ``sl`` at once:
+        ``(V, B)`` (:func:`seps.head_steps.align_block`; a method as :meth:`_align_unit`)."""
+        return align_block(self.hrpa, unit, vs, sl, st, sel, texts)
 
 
 __all__ = ["SEPSHead", "has_cls_token"]

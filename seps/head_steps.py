@@ -1,7 +1,8 @@
 """The per-block steps of :class:`seps.head.SEPSHead`'s batched pass: SPEC.md steps 3-5
 (the selections of a block of images against every text, :func:`select_block`) and
 steps 6-8 (one alignment unit of one image against a chunk of texts,
-:func:`align_unit`), with the state they share.
+:func:`align_unit`, or of a block of small images, :func:`align_images` and
+:func:`align_block`), with the state they share.
 
 They are separate from :mod:`seps.head` because they are the per-pair arithmetic,
 where the head is the orchestration around it (the inputs, the text chunks and their
@@ -20,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .aggregation import pair_weights
-from .alignment import HRPA, KeptWeights, patch_word_scores, use_gram
+from .alignment import HRPA, KeptWeights, block_row_col_max, patch_word_scores, use_gram
 from .chunking import TextBatch, is_expanded
 from .config import SEPSConfig
 from .controls import control_score
@@ -32,7 +33,10 @@ __all__ = [
     "ImageState",
     "Selection",
     "Unit",
+    "align_block",
+    "align_images",
     "align_unit",
+    "blockable",
     "global64",
     "select_block",
 ]
@@ -219,3 +223,117 @@ def align_unit(
         xn=img.xn[v],
     )
     return hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
+
+
+def blockable(unit: Unit, aggregate: bool) -> bool:
+    """Whether :func:`align_block` covers ``unit``: aggregation in the direct order,
+    decided for every caption length (``gram is False``; at the ``unimodal`` regime's
+    sizes every unit). Other units align image by image (:func:`align_unit`)."""
+    return aggregate and unit.gram is False
+
+
+def align_block(
+    hrpa: HRPA,
+    unit: Unit,
+    vs: slice,
+    sl: slice,
+    st: ImageState,
+    sel: dict[str, Selection],
+    texts: dict[str, TextBatch],
+) -> Tensor:
+    """Steps 6-8 of one alignment unit for the images ``vs`` and the texts ``sl`` in one
+    call: ``(V, B)``, each row what :func:`align_unit` gives for its image (the same
+    products, so the same values within float rounding; the tests hold both to the
+    reference loop).
+
+    Why: the training pass of the ``unimodal`` regime (64 x 64 pairs, N = 36, C = 64)
+    called :func:`align_unit` once per image, a few dozen small operations each, and a
+    step was bound by their dispatch (a step of ``laps`` ran about 900 copies and 390
+    batched products; issue 42's cost). Here each operation covers every pair of the
+    block (:func:`seps.alignment.block_row_col_max`). Only for :func:`blockable` units
+    of images of at most ``SEPSHead.block_patches`` patches; the caller bounds ``V * B``
+    by memory. The row and column maxima are taken in the layout of the products, not by
+    the kernel op set's ``row_col_max``: a ``triton`` head's fused maxima serve its
+    per-image calls, which is what larger images take.
+
+    ``sel``: each branch's :func:`select_block` parts for these images and texts,
+    ``(V, B, N)`` each. The words are cut to the block's longest caption (padding is
+    masked, as in :func:`align_unit`).
+    """
+    fused = len(unit.branches) > 1
+    extra = sel[unit.branches[0]][3]
+    if fused:
+        extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
+    x = st.x_sel[vs]
+    v, _, c = x.shape
+    b = sl.stop - sl.start
+    words = texts[unit.words]
+    per_image = words.per_image
+    own = vs if per_image else sl  # the captions this block aligns against
+    m = max(words.lens_list[own])
+    norm, mask = words.norm[own, :m], words.mask[own, :m]
+    cls_col = None
+    if st.cls_n is not None:
+        cls_n = st.cls_n[vs]
+        if per_image:  # <u_j of image v's caption, l2n(cls_v)>
+            cls_col = torch.bmm(norm, cls_n.unsqueeze(2)).view(v, 1, m).expand(v, b, m)
+        else:  # one GEMM for the block, as cls_word_scores
+            cls_col = (cls_n @ norm.reshape(b * m, c).t()).view(v, b, m)
+    # The full weights, also under top-K (block_row_col_max says why).
+    agg: Tensor | None = None
+    for br in unit.branches:
+        w = pair_weights(st.exp_logits[br][vs], sel[br][2], normalise=fused)
+        agg = w if agg is None else agg + w
+    assert agg is not None
+    row, col = block_row_col_max(norm, mask, x, cls_col, agg, extra, per_image)
+    # Pairs come back grouped by their words: image-major per image, else text-major.
+    groups, pairs = (v, b) if per_image else (b, v)
+    mask = mask.unsqueeze(1).expand(groups, pairs, m).reshape(groups * pairs, m)
+    sims = hrpa.from_maxima(row, col, mask, None).view(groups, pairs)
+    return sims if per_image else sims.t()
+
+
+#: ``align(unit, vs, sl, st, sel, texts) -> (V, B)``: :func:`align_block` as the head
+#: calls it (a method, so that instrumentation can wrap it).
+AlignBlock = Callable[
+    [Unit, slice, slice, ImageState, dict[str, Selection], dict[str, TextBatch]], Tensor
+]
+
+
+def align_images(
+    align: AlignBlock,
+    vs: slice,
+    st: ImageState,
+    sel: dict[str, Selection],
+    texts: dict[str, TextBatch],
+    units: list[Unit],
+    chunk: int,
+    budget_mb: float,
+) -> Tensor:
+    """Steps 6-8 of the images ``vs`` against every text: ``(V, B_t)``, summed over
+    ``units``, with as many images per ``align`` call as keep its per-pair tensors within
+    ``budget_mb`` for a chunk of ``chunk`` texts. ``sel``: the block's selections,
+    ``(V, B_t, N)`` parts (:func:`select_block`)."""
+    n_v = vs.stop - vs.start
+    n, c = st.x.shape[1:]
+    b_t = next(iter(sel.values()))[0].shape[1]
+    m = max(texts[u.words].raw.shape[1] for u in units)
+    # Per pair: the weights, the tokens and their products, forward and backward.
+    per_pair = 4 * c * 3 * (n + m)
+    sub = max(1, min(n_v, int(budget_mb * 2**20 / (per_pair * min(chunk, b_t)))))
+    # split, not indexing: one backward stack per block (see SEPSHead._run).
+    pieces = {
+        b: [[row.split(chunk, 1) for row in part.split(sub, 0)] for part in parts]
+        for b, parts in sel.items()
+    }
+    out: list[Tensor] = []
+    for i, i0 in enumerate(range(0, n_v, sub)):
+        vi = slice(vs.start + i0, vs.start + min(i0 + sub, n_v))
+        sims_c: list[Tensor] = []
+        for k, start in enumerate(range(0, b_t, chunk)):
+            sl = slice(start, min(start + chunk, b_t))
+            sel_ik = {b: tuple(p[i][k] for p in parts) for b, parts in pieces.items()}
+            parts_u = [align(u, vi, sl, st, sel_ik, texts) for u in units]
+            sims_c.append(parts_u[0] if len(parts_u) == 1 else sum(parts_u))  # type: ignore[arg-type]
+        out.append(torch.cat(sims_c, 1))
+    return torch.cat(out)

@@ -10,8 +10,11 @@ time profile (:func:`stage_seconds`) use it, so they attribute work the same way
 - ``[CLS] column``: :func:`seps.chunking.cls_word_scores`;
 - ``alignment``: ``SEPSHead._align_unit`` (steps 6-8 of one alignment unit: the
   aggregation weights, the words of the chunk, the aggregated tokens and the patch-word
-  products of :func:`seps.head_steps.patch_word_scores`), less the HRPA inside it;
-- ``HRPA``: ``head.hrpa.reduce`` (eq. (5) on the row and column maxima);
+  products of :func:`seps.head_steps.patch_word_scores`), less the HRPA inside it, and
+  ``SEPSHead._align_block``, the same for a block of small images at once (its
+  ``[CLS]`` column and its row and column maxima included);
+- ``HRPA``: ``head.hrpa.reduce`` and ``head.hrpa.from_maxima`` (eq. (5) on the row and
+  column maxima);
 - ``other``: whatever the call runs outside these functions (in time: the loops over
   images and text chunks, the text batches, concatenations, Python overhead).
 """
@@ -51,7 +54,9 @@ def stage_functions(head: SEPSHead) -> list[tuple[Any, str, str]]:
         (head, "_gram_rows", "image"),
         (head, "_select_block", "selection"),
         (head, "_align_unit", "alignment"),
+        (head, "_align_block", "alignment"),
         (head.hrpa, "reduce", "HRPA"),
+        (head.hrpa, "from_maxima", "HRPA"),
         (head_steps, "patch_word_scores", "alignment"),
         (chunking, "cls_word_scores", "[CLS] column"),
     ]

@@ -9,16 +9,26 @@ metrics (R@1/5/10 both ways, rsum; on COCO 5K also the 1K-fold means), or raises
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
+from ..baselines import text_only_sims
 from ..controls import add_sim_noise, presentation_order, selection_prior_fn
+from ..data.layout import SplitData
 from ..evaluate import evaluate_retrieval, similarity_matrix
 from ..faults import kill_point
+from ..metrics import recall_at_k
 from ..model import SEPSModel
+from ..oracle import headroom, synthetic_seed
 from ..selection import has_cls_token
 from ..train_config import TrainConfig
 from .data import SplitTensors, keep_first_tokens
+
+#: split_bounds' results in this process: every run of a matrix on one seed's data scores
+#: the same split, and the text-only matcher alone took about 5 s a run.
+_BOUNDS: dict[tuple, dict[str, float | None]] = {}
 
 
 class NonFiniteSimilaritiesError(ValueError):
@@ -124,3 +134,25 @@ def evaluate_model(
     if bad:  # a check only: the metrics of finite similarities are computed as before
         raise NonFiniteSimilaritiesError(bad, int(torch.as_tensor(sims).numel()))
     return evaluate_retrieval(sims, coco_folds=cfg.dataset == "coco")
+
+
+def split_bounds(data_dir: Path, data: SplitData) -> dict[str, float | None]:
+    """What a synthetic split gives without the head, printed beside every run's rSum:
+    ``text_only_rsum``, the rSum of a word matcher of each caption against every image's
+    dense caption (:func:`seps.baselines.text_only_sims`; what the dense captions give
+    away without pixels; it knows the synthetic vocabulary only), and the headroom
+    (:func:`seps.oracle.headroom`): ``chance_rsum`` and ``oracle_rsum``, the scene-reading
+    oracle's. A function of the split alone, so computed once per process and split (keyed
+    by the folder and the split's texts and images; the same values either way)."""
+    # The synthetic seed too: headroom reads it from the folder's meta.json.
+    seed = synthetic_seed(data_dir)
+    key = (str(data_dir), seed, tuple(data.captions), tuple(data.dense), tuple(data.image_ids))
+    if key not in _BOUNDS:
+        sims = text_only_sims(data.captions, data.dense)
+        cpi = data.n_captions // data.n_images
+        _BOUNDS.clear()  # one split at a time: a matrix runs a seed's runs together
+        _BOUNDS[key] = {
+            "text_only_rsum": recall_at_k(sims, cpi)["rsum"],
+            **headroom(data_dir, data.captions, data.image_ids),
+        }
+    return dict(_BOUNDS[key])

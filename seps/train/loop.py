@@ -41,7 +41,6 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..baselines import text_only_sims
 from ..config import SEPSConfig
 from ..controls import oracle_prior, oracle_table, step_generator
 from ..evaluate import shuffle_permutation
@@ -49,7 +48,6 @@ from ..faults import kill_point
 from ..interrupts import check_stop, stop_on_sigterm, stop_requested
 from ..kernels import IMPLEMENTATIONS, unavailable_reason
 from ..losses import SEPSLoss, keep_ratios, triplet_loss
-from ..metrics import recall_at_k
 from ..model import (
     ModelSpec,
     SEPSModel,
@@ -58,7 +56,6 @@ from ..model import (
     freeze_first_layers,
     parameter_groups,
 )
-from ..oracle import headroom
 from ..precision import autocast, grad_scaler
 from ..store import atomic_write_json
 from ..text import tokenizer_hash
@@ -84,7 +81,7 @@ from .data import (
     validation_split,
 )
 from .distributed import TrainStep, barrier, data_parallel, init_distributed
-from .evaluation import NonFiniteSimilaritiesError, evaluate_model
+from .evaluation import NonFiniteSimilaritiesError, evaluate_model, split_bounds
 from .features import cached_features
 from .movement import MovementMeter
 from .pretrain import load_projections, pretrained_parts
@@ -615,18 +612,7 @@ def finish(
         raise DivergedError(f"{exc} at evaluation", state, 0, where) from None
     eval_seconds = time.perf_counter() - t0
     pairs = eval_split.data.n_images * eval_split.data.n_captions
-    # What the test split's dense captions give away without pixels: the rSum of a word
-    # matcher of each caption against every image's dense caption (seps.baselines; it
-    # knows the synthetic vocabulary only).
-    # Beside it, the headroom (seps.oracle): chance, and the scene-reading oracle's rSum.
-    text_only = None
-    bounds: dict[str, float | None] = {"chance_rsum": None, "oracle_rsum": None}
-    if cfg.dataset == "synthetic":
-        sims = text_only_sims(eval_split.data.captions, eval_split.data.dense)
-        cpi = eval_split.data.n_captions // eval_split.data.n_images
-        text_only = recall_at_k(sims, cpi)["rsum"]
-        data = eval_split.data
-        bounds = headroom(data_dir, data.captions, data.image_ids)
+    bounds = split_bounds(data_dir, eval_split.data) if cfg.dataset == "synthetic" else {}
     result = {
         "metrics": metrics,
         "dense_source": cfg.dense_source,
@@ -634,8 +620,9 @@ def finish(
         "protocol": cfg.protocol,
         "eval_split": cfg.eval_split,
         "eval_images": eval_split.data.n_images,
-        "text_only_rsum": text_only,
-        **bounds,
+        "text_only_rsum": bounds.get("text_only_rsum"),
+        "chance_rsum": bounds.get("chance_rsum"),
+        "oracle_rsum": bounds.get("oracle_rsum"),
         "history": state.history,
         "evaluated_epoch": evaluated_epoch,
         "movement": meter.result(state.history) if meter is not None else None,
