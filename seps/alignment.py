@@ -36,7 +36,6 @@ materialises the alignment tokens per (image, text) pair in their normalised for
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -354,8 +353,13 @@ def cls_word_scores(words: Tensor, cls_n: Tensor) -> tuple[Tensor, ...]:
     of a block of images. One GEMM for the block: a matrix-vector product per image
     would re-read all the words for every image (memory-bound, about 20x slower).
     """
+    return cls_word_block(words, cls_n).unbind(0)
+
+
+def cls_word_block(words: Tensor, cls_n: Tensor) -> Tensor:
+    """:func:`cls_word_scores` as one ``(G, B_t, M)`` tensor (the block alignment's form)."""
     b_t, m, c = words.shape
-    return (cls_n @ words.reshape(b_t * m, c).t()).view(-1, b_t, m).unbind(0)
+    return (cls_n @ words.reshape(b_t * m, c).t()).view(-1, b_t, m)
 
 
 @dataclass(frozen=True)
@@ -503,10 +507,7 @@ def block_row_col_max(
     product, ``(M, C) @ (C, P * R)``, and the maxima are taken in that product's layout
     ``(G, M, P, R)``: ``S_pw`` is never rearranged per pair. Groups are texts (``P = V``
     images each; pairs text-major) or, with ``per_image``, images (each image's own
-    caption, ``P = B``; pairs image-major). Why at all: at small sizes (N = 36, C = 64,
-    64 x 64 pairs in a training step) one call per image is a few dozen small
-    operations, and a step was bound by their dispatch
-    (:func:`seps.head_steps.align_block`).
+    caption, ``P = B``; pairs image-major). Why at all: :func:`seps.head_steps.align_block`.
 
     Args:
         words: ``(G, M, C)`` normalised words: of the ``B`` texts, or of the ``V``
@@ -522,13 +523,12 @@ def block_row_col_max(
     g, m, p, _ = s.shape
     s = s * inv.unsqueeze(1)  # <u_j, l2n(A_i)>, (G, M, P, R)
     row = s.amax(-1)  # (G, M, P), over the tokens (all valid)
-    # Over the real words only: an additive -inf bias of the mask's small shape.
-    bias = torch.zeros(g, m, dtype=s.dtype, device=s.device).masked_fill_(~word_mask, -math.inf)
-    col = (s + bias.view(g, m, 1, 1)).amax(1)  # (G, P, R)
+    col = _masked_max(s, word_mask.view(g, m, 1, 1), dim=1)  # (G, P, R), real words only
     if cls_col is not None:
         cls_g = _group(cls_col, per_image)  # (G, P, M)
         row = torch.maximum(row, cls_g.transpose(1, 2))
-        col = torch.cat([(cls_g + bias.unsqueeze(1)).amax(-1, keepdim=True), col], dim=-1)
+        cls_max = _masked_max(cls_g, word_mask.unsqueeze(1), dim=-1)  # (G, P)
+        col = torch.cat([cls_max.unsqueeze(-1), col], dim=-1)
     return row.transpose(1, 2).reshape(g * p, m), col.reshape(g * p, -1)
 
 
@@ -593,6 +593,7 @@ __all__ = [
     "KeptWeights",
     "RowColFn",
     "block_row_col_max",
+    "cls_word_block",
     "cls_word_scores",
     "patch_word_scores",
     "row_col_max",

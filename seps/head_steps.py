@@ -21,7 +21,14 @@ import torch
 from torch import Tensor, nn
 
 from .aggregation import pair_weights
-from .alignment import HRPA, KeptWeights, block_row_col_max, patch_word_scores, use_gram
+from .alignment import (
+    HRPA,
+    KeptWeights,
+    block_row_col_max,
+    cls_word_block,
+    patch_word_scores,
+    use_gram,
+)
 from .chunking import TextBatch, is_expanded
 from .config import SEPSConfig
 from .controls import control_score
@@ -265,7 +272,7 @@ def align_block(
     if fused:
         extra = sum(sel[b][3] for b in unit.branches) / len(unit.branches)
     x = st.x_sel[vs]
-    v, _, c = x.shape
+    v = x.shape[0]
     b = sl.stop - sl.start
     words = texts[unit.words]
     per_image = words.per_image
@@ -277,8 +284,8 @@ def align_block(
         cls_n = st.cls_n[vs]
         if per_image:  # <u_j of image v's caption, l2n(cls_v)>
             cls_col = torch.bmm(norm, cls_n.unsqueeze(2)).view(v, 1, m).expand(v, b, m)
-        else:  # one GEMM for the block, as cls_word_scores
-            cls_col = (cls_n @ norm.reshape(b * m, c).t()).view(v, b, m)
+        else:
+            cls_col = cls_word_block(norm, cls_n)
     # The full weights, also under top-K (block_row_col_max says why).
     agg: Tensor | None = None
     for br in unit.branches:
@@ -333,7 +340,9 @@ def align_images(
         for k, start in enumerate(range(0, b_t, chunk)):
             sl = slice(start, min(start + chunk, b_t))
             sel_ik = {b: tuple(p[i][k] for p in parts) for b, parts in pieces.items()}
-            parts_u = [align(u, vi, sl, st, sel_ik, texts) for u in units]
-            sims_c.append(parts_u[0] if len(parts_u) == 1 else sum(parts_u))  # type: ignore[arg-type]
+            sim = align(units[0], vi, sl, st, sel_ik, texts)
+            for u in units[1:]:
+                sim = sim + align(u, vi, sl, st, sel_ik, texts)
+            sims_c.append(sim)
         out.append(torch.cat(sims_c, 1))
     return torch.cat(out)
