@@ -45,7 +45,7 @@ if [[ $small == 1 ]]; then
 else
   flags=(--device cuda)
   device=cuda
-  limits=(60 60 90 120)
+  limits=(60 60 150 120)
   budget=470  # seconds for all steps; the summary adds about 10
   report=(--impls loop,batched,compiled,triton --geometries vit224 --eval-shard 50x250
           --micro-shard 16x128 --train-batches 64 --repeats 2)
@@ -78,7 +78,7 @@ echo "gpu-check: python $PYTHON, device $device, out $out"
 step tests "${limits[0]}" "$PYTHON" -m pytest -q -rs -p no:cacheprovider -k cuda \
   --junitxml="$work/tests.xml" -o junit_family=xunit1 \
   tests/test_kernels.py tests/test_precision.py tests/test_bench.py tests/test_train.py \
-  tests/test_runner.py > "$work/tests.txt" 2>&1
+  tests/test_runner.py tests/test_block_alignment.py > "$work/tests.txt" 2>&1
 tail -n 15 "$work/tests.txt"
 # (2) each kernel implementation against the loop: time and equality of the similarities
 step kernels "${limits[1]}" "${gc[@]}" kernels

@@ -43,7 +43,7 @@ from .chunking import (
     texts_per_image,
 )
 from .config import SEPSConfig, get_config, keep_count
-from .head_inputs import check_inputs
+from .head_inputs import check_inputs, check_prior
 from .head_steps import (
     ImageRows,
     ImageState,
@@ -52,6 +52,7 @@ from .head_steps import (
     align_block,
     align_images,
     align_unit,
+    block_images,
     blockable,
     global64,
     select_block,
@@ -100,8 +101,10 @@ class SEPSHead(nn.Module):
     #: step took 78 ms blocked against 202 ms (docs/kernels.md). At ViT-224 sizes it is
     #: not, and one call per image keeps the compact top-K weights, half the products of
     #: the block's full weights (tests/test_flops.py), and the fused maxima of the
-    #: ``triton`` kernels, which the block does not use.
+    #: ``triton`` kernels, which the block does not use. On a GPU, ``device_blocks``
+    #: blocks the ``batched`` kernels' images at any size (:func:`block_images`).
     block_patches: int = 64
+    device_blocks: bool = True
 
     def __init__(
         self,
@@ -204,7 +207,7 @@ class SEPSHead(nn.Module):
         check_inputs(
             self.config, img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens, dense_per_image
         )
-        self._check_prior(selection_prior, img_embs, cap_embs)
+        check_prior(self.config, selection_prior, img_embs, cap_embs, self.kernel.reference)
         if not self.config.uses_dense:
             long_cap_embs = long_cap_lens = None
         inputs = (img_embs, cap_embs, cap_lens, long_cap_embs, long_cap_lens)
@@ -215,29 +218,6 @@ class SEPSHead(nn.Module):
         return self.batched_forward(
             *inputs, dense_per_image=dense_per_image, selection_prior=selection_prior
         )
-
-    def _check_prior(self, prior: Tensor | None, img_embs: Tensor, cap_embs: Tensor) -> None:
-        """One-line ``ValueError`` unless ``prior`` fits ``config.selection``."""
-        sel = self.config.selection
-        if sel == "learned":
-            if prior is not None:
-                raise ValueError(
-                    "selection_prior: given, but config field 'selection' is 'learned'"
-                )
-            return
-        n = img_embs.shape[1] - (1 if has_cls_token(img_embs.shape[1]) else 0)
-        want = (img_embs.shape[0], cap_embs.shape[0], n)
-        if prior is None or tuple(prior.shape) != want:
-            got = None if prior is None else tuple(prior.shape)
-            raise ValueError(
-                f"config field 'selection' = {sel!r} needs selection_prior of shape {want}, "
-                f"got {got}"
-            )
-        if self.kernel.reference:
-            raise ValueError(
-                f"config field 'selection' = {sel!r}: not supported by impl 'loop'; use the "
-                "batched kernels"
-            )
 
     def batched_forward(
         self,
@@ -282,7 +262,8 @@ class SEPSHead(nn.Module):
                 else self._text(long_cap_embs, long_cap_lens)
             )
         noise = self._draw_noise(st.x, b_v, b_t, n, dense_per_image)
-        units = self._units(texts, n)
+        blocks = block_images(n, st.x.device, self.impl, self.block_patches, self.device_blocks)
+        units = self._units(texts, n, direct=blocks)
         runs = None
         # A selection prior is per text: no dense-caption deduplication.
         if (
@@ -416,7 +397,8 @@ class SEPSHead(nn.Module):
         # A block of images per call for small images whose units allow it (align_block;
         # block_patches says why).
         aggregate = self.aggregation is not None
-        blocked = n <= self.block_patches and all(blockable(u, aggregate) for u in units)
+        blocks = block_images(n, st.x.device, self.impl, self.block_patches, self.device_blocks)
+        blocked = blocks and all(blockable(u, aggregate) for u in units)
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in units):
             gram_rows = self._gram_rows(st)
@@ -478,8 +460,9 @@ class SEPSHead(nn.Module):
         """The Gram matrix ``x x^T`` ``(N, N)`` of each image (per-image work)."""
         return torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)
 
-    def _units(self, texts: dict[str, TextBatch], n: int) -> list[Unit]:
-        """The alignment units: one per branch, or one for ``fused`` (row 2)."""
+    def _units(self, texts: dict[str, TextBatch], n: int, direct: bool) -> list[Unit]:
+        """The alignment units: one per branch, or one for ``fused`` (row 2); under
+        ``auto`` all in the direct order where ``direct`` (images aligned in blocks)."""
         cfg = self.config
         n_c = cfg.num_aggregated
         c = cfg.embed_size
@@ -493,6 +476,8 @@ class SEPSHead(nn.Module):
             gram: bool | None
             if self.aggregation is None or self.alignment_order != "auto":
                 gram = self.aggregation is not None and self.alignment_order == "gram"
+            elif direct and n > self.block_patches:  # a GPU's blocks (block_images)
+                gram = False
             else:
                 # The cheaper order for the shortest and for the longest caption: when
                 # they differ, each chunk picks its own (chunks are cut to their longest).

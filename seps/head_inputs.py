@@ -6,8 +6,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from .config import SEPSConfig
+from .selection import has_cls_token
 
-__all__ = ["check_inputs"]
+__all__ = ["check_inputs", "check_prior"]
 
 
 def check_inputs(
@@ -59,3 +60,27 @@ def check_inputs(
                 f"long_cap_embs: expected {cap_embs.shape[0]} texts (one dense caption per "
                 f"sparse caption), got {long_cap_embs.shape[0]}"
             )
+
+
+def check_prior(
+    config: SEPSConfig, prior: Tensor | None, img_embs: Tensor, cap_embs: Tensor, reference: bool
+) -> None:
+    """Raise ``ValueError`` (one line) unless ``prior``, the head's ``selection_prior``,
+    fits ``config.selection``; ``reference``: the head runs the ``loop`` kernels."""
+    sel = config.selection
+    if sel == "learned":
+        if prior is not None:
+            raise ValueError("selection_prior: given, but config field 'selection' is 'learned'")
+        return
+    n = img_embs.shape[1] - (1 if has_cls_token(img_embs.shape[1]) else 0)
+    want = (img_embs.shape[0], cap_embs.shape[0], n)
+    if prior is None or tuple(prior.shape) != want:
+        got = None if prior is None else tuple(prior.shape)
+        raise ValueError(
+            f"config field 'selection' = {sel!r} needs selection_prior of shape {want}, got {got}"
+        )
+    if reference:
+        raise ValueError(
+            f"config field 'selection' = {sel!r}: not supported by impl 'loop'; use the "
+            "batched kernels"
+        )

@@ -43,6 +43,7 @@ __all__ = [
     "align_block",
     "align_images",
     "align_unit",
+    "block_images",
     "blockable",
     "global64",
     "select_block",
@@ -230,6 +231,25 @@ def align_unit(
         xn=img.xn[v],
     )
     return hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
+
+
+def block_images(
+    n: int, device: torch.device, impl: str, block_patches: int, on_device: bool
+) -> bool:
+    """Whether images of ``n`` patches on ``device`` align a block of images per call
+    (:func:`align_images`) rather than one image per call, where their units allow it
+    (:func:`blockable`; the head then takes the direct order under ``auto``).
+
+    On a CPU only up to ``block_patches`` patches (``SEPSHead.block_patches`` says why).
+    On another device (``on_device``, ``SEPSHead.device_blocks``) at any size under the
+    ``batched`` kernels: there one call per image is bound by kernel launches (the
+    paper-size training step of ``code`` took 478 ms on an H200 image by image,
+    reports/gpu/README.md), and the full weights' extra products are cheap. The
+    ``compiled`` and ``triton`` kernels keep their per-image calls, which they speed up.
+    """
+    if n <= block_patches:
+        return True
+    return on_device and device.type != "cpu" and impl == "batched"
 
 
 def blockable(unit: Unit, aggregate: bool) -> bool:

@@ -149,3 +149,84 @@ def test_uneven_blocks_of_images_and_text_chunks_give_the_per_image_result(prese
     for a, b in zip(g_a, g_b, strict=True):
         if a is not None and b is not None:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("n", "device", "impl", "on_device", "expected"),
+    [
+        (36, "cpu", "batched", True, True),  # small images block everywhere
+        (196, "cpu", "batched", True, False),  # a CPU keeps large images per image
+        (196, "cuda", "batched", True, True),  # a GPU blocks them: launch-bound otherwise
+        (196, "cuda", "triton", True, False),  # its own per-image kernels
+        (196, "cuda", "compiled", True, False),
+        (196, "cuda", "batched", False, False),  # SEPSHead.device_blocks off
+    ],
+)
+def test_which_images_align_in_blocks_depends_on_size_device_and_kernels(
+    n, device, impl, on_device, expected
+):
+    from seps.head_steps import block_images
+
+    assert block_images(n, torch.device(device), impl, 64, on_device) is expected
+
+
+@pytest.mark.parametrize("preset", ["laps", "code", "paper"])
+def test_large_images_blocked_as_on_a_gpu_take_the_direct_order_with_the_same_results(
+    preset, monkeypatch
+):
+    """What a GPU runs (block_images true above block_patches), forced on the CPU: under
+    ``auto`` every unit takes the direct order and one call per unit aligns the step;
+    sims and gradients equal the per-image path's."""
+    import seps.head as head_module
+
+    per_image_path = _step(_head(preset, alignment_order="gram"))
+    calls = _count_calls(monkeypatch)
+    monkeypatch.setattr(head_module, "block_images", lambda *a: True)
+    # auto would pick the gram order for every caption, as at ViT-224 for short ones
+    monkeypatch.setattr(head_module, "use_gram", lambda *a: True)
+    head = _head(preset)  # alignment_order auto
+    head.block_patches = N - 1  # these images count as large
+    blocked = _step(head)
+    units = 2 if preset == "code" else 1
+    assert calls == {"_align_block": units, "_align_unit": 0}
+    torch.testing.assert_close(blocked[0], per_image_path[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(blocked[1], per_image_path[1], strict=True):
+        if a is not None and b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("preset", ["laps", "code", "paper"])
+def test_on_cuda_large_images_align_in_blocks_with_the_per_image_results(preset, monkeypatch):
+    """ViT-224's 196 patches + [CLS] on a GPU: one call per unit, and the similarities
+    and gradients of the head with device_blocks off (one call per image)."""
+    n, b = 196, 6
+    g = torch.Generator().manual_seed(5)
+    inputs = [
+        torch.randn(b, n + 1, C, generator=g),
+        torch.randn(b, 7, C, generator=g),
+        torch.tensor([7, 3, 5, 2, 6, 4]),
+        torch.randn(b, 11, C, generator=g),
+        torch.tensor([11, 6, 9, 4, 10, 8]),
+    ]
+    cfg = get_config(preset, embed_size=C, num_patches=n, sparse_ratio=0.5, aggr_ratio=0.5)
+    calls = _count_calls(monkeypatch)
+    results = []
+    for blocks in (True, False):
+        torch.manual_seed(0)
+        head = SEPSHead(cfg).cuda().train()
+        head.device_blocks = blocks
+        leaves = [t.cuda().requires_grad_(t.is_floating_point()) for t in inputs]
+        torch.manual_seed(1)
+        sims, _ = head(*leaves, dense_per_image=cfg.uses_dense)
+        (sims * torch.linspace(-1, 2, sims.numel(), device="cuda").view_as(sims)).sum().backward()
+        grads = [leaves[i].grad for i in (0, 1, 3)] + [p.grad for p in head.parameters()]
+        results.append((sims.detach().cpu(), [None if x is None else x.cpu() for x in grads]))
+        if blocks:
+            assert calls["_align_block"] == (2 if preset == "code" else 1)
+            assert calls["_align_unit"] == 0
+    assert calls["_align_unit"] >= b
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
+    for x, y in zip(results[0][1], results[1][1], strict=True):
+        if x is not None and y is not None:
+            torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)

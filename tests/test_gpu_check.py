@@ -54,10 +54,12 @@ def test_small_run_writes_every_output(tmp_path: Path) -> None:
     assert impls[0] == "loop" and "batched" in impls
     assert all(r["sims_equal"] for r in kernels["rows"])
     train = json.loads((out / "train.json").read_text())
-    assert [r["preset"] for r in train["rows"]] == ["code", "paper", "laps"]
+    assert [r["preset"] for r in train["rows"]] == ["code"] * 2 + ["paper"] * 2 + ["laps"] * 2
+    assert [r["alignment"] for r in train["rows"][:2]] == ["blocks", "per image"]
     assert all(r["step_ms_median"] > 0 and r["loss_finite"] for r in train["rows"])
     ev = json.loads((out / "eval.json").read_text())
-    assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 3
+    assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 4
+    assert ev["rows"][1]["sims_equal"] and ev["rows"][1]["max_abs_diff_vs_blocks"] < 1e-5
     summary = (out / "summary.md").read_text()
     for needle in ("## Kernels vs loop", "## Training step", "## Evaluation", "| train | ok |"):
         assert needle in summary, needle
@@ -94,7 +96,7 @@ def test_failed_step_is_recorded_and_summarised(tmp_path: Path) -> None:
 
 
 def test_one_preset_failing_leaves_the_others(monkeypatch) -> None:
-    def fake(preset, small, device, sizes):
+    def fake(preset, small, device, sizes, blocks):
         if preset == "paper":
             raise RuntimeError("CUDA out of memory")
         return {"preset": preset, "step_ms_median": 1.0, "steps": 2, "peak_mem_mb": None,
@@ -103,9 +105,10 @@ def test_one_preset_failing_leaves_the_others(monkeypatch) -> None:
     monkeypatch.setattr(gpu_check, "train_preset", fake)
     saved = []
     res = gpu_check.run_train("cpu", True, lambda m: None, saved.append)
-    assert [r["preset"] for r in res["rows"]] == ["code", "paper", "laps"]
-    assert "out of memory" in res["rows"][1]["error"] and not res["ok"]
-    assert len(saved) == 3
+    assert [r["preset"] for r in res["rows"]] == ["code", "code", "paper", "paper", "laps", "laps"]
+    assert [r.get("alignment") for r in res["rows"]][2:4] == ["blocks", "per image"]
+    assert "out of memory" in res["rows"][2]["error"] and not res["ok"]
+    assert len(saved) == 6
     # a step stopped by its limit keeps its last save: it must name what was measured
     assert all(s["profile"] == res["profile"] and s["embed_size"] == 64 for s in saved)
 

@@ -29,6 +29,7 @@ for the Triton kernels); its numbers mean nothing.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -245,8 +246,14 @@ def train_sizes(small: bool) -> dict[str, int]:
     return {"batch": 64, "warmup": 3, "steps": 20, "image_size": 224, "max_tokens": 512}
 
 
-def train_preset(preset: str, small: bool, device: str, sizes: dict[str, int]) -> dict[str, Any]:
-    """Warm-up then timed AdamW steps of one preset's whole model under bf16 autocast."""
+def train_preset(
+    preset: str, small: bool, device: str, sizes: dict[str, int], blocks: bool = True
+) -> dict[str, Any]:
+    """Warm-up then timed AdamW steps of one preset's whole model under bf16 autocast.
+
+    ``blocks``: the head as built (a block of images per alignment call where
+    :func:`seps.head_steps.block_images` says so: on a GPU at any size); ``False``: one
+    image per call at every size, the head before blocks reached the GPU (the A/B)."""
     from ..losses import SEPSLoss
     from ..model import parameter_groups
     from ..precision import autocast
@@ -257,6 +264,8 @@ def train_preset(preset: str, small: bool, device: str, sizes: dict[str, int]) -
     _peak_reset(device)
     t_build = time.perf_counter()
     model = _train_model(preset, small, device)
+    if not blocks:
+        model.cross_net.block_patches, model.cross_net.device_blocks = 0, False
     build_s = time.perf_counter() - t_build
     cfg = model.config
     step = TrainStep(model, 1, frozen=False)
@@ -291,6 +300,7 @@ def train_preset(preset: str, small: bool, device: str, sizes: dict[str, int]) -
     times, last_loss = _timed(one_step, device, sizes["steps"])
     return {
         "preset": preset,
+        "alignment": _alignment(blocks),
         "batch": b,
         "image_size": image_size,
         "num_patches": cfg.num_patches,
@@ -310,6 +320,10 @@ def train_preset(preset: str, small: bool, device: str, sizes: dict[str, int]) -
     }
 
 
+def _alignment(blocks: bool) -> str:
+    return "blocks" if blocks else "per image"
+
+
 def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     sizes = train_sizes(small)
     rows: list[dict[str, Any]] = []
@@ -318,12 +332,13 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
         "precision": "bf16 autocast",
         "embed_size": 64 if small else 512,
     }
-    for preset in ("code", "paper", "laps"):
+    for preset, blocks in itertools.product(("code", "paper", "laps"), (True, False)):
+        what = f"{preset} ({_alignment(blocks)})"
         try:
-            row = train_preset(preset, small, device, sizes)
+            row = train_preset(preset, small, device, sizes, blocks)
         except Exception as exc:  # one preset's failure does not hide the others'
-            log(f"train {preset}: FAILED {type(exc).__name__}: {exc}")
-            rows.append({"preset": preset, "loss_finite": False})
+            log(f"train {what}: FAILED {type(exc).__name__}: {exc}")
+            rows.append({"preset": preset, "alignment": _alignment(blocks), "loss_finite": False})
             rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
             save({**meta, "rows": rows})
             if device.startswith("cuda"):
@@ -333,7 +348,7 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
         save({**meta, "rows": rows})
         peak = "n/a (CPU)" if row["peak_mem_mb"] is None else f"{row['peak_mem_mb']:.0f} MB"
         log(
-            f"train {preset}: {row['step_ms_median']:.1f} ms/step (median of {row['steps']}), "
+            f"train {what}: {row['step_ms_median']:.1f} ms/step (median of {row['steps']}), "
             f"peak {peak}, loss {row['last_loss']:.3f}"
         )
         if device.startswith("cuda"):
@@ -348,6 +363,7 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
 # --------------------------------------------------------------------------- eval
 def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
     from ..evaluate import similarity_matrix
+    from ..head import SEPSHead
     from .workloads import bench_config, caption_lengths, make_head
 
     n_img, n_txt = (20, 100) if small else (1000, 5000)
@@ -399,13 +415,22 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
                 out.append(head(img[v0 : v0 + 100], cap, lens, dense_t, dlens_t).float().cpu())
         return torch.cat(out)
 
+    def per_image() -> Any:  # the A/B: one image per alignment call (train_preset)
+        head.block_patches, head.device_blocks = 0, False
+        try:
+            return protocol("candidate")()
+        finally:
+            head.block_patches, head.device_blocks = SEPSHead.block_patches, True
+
     layouts = {
         "candidate (fair: dense caption of the scored image)": protocol("candidate"),
+        "candidate, one image per alignment call (before blocks on a GPU)": per_image,
         "query (official: dense caption of the text's image, shared by 5 texts)": protocol("query"),
         "distinct (a distinct dense caption per text, head called directly)": distinct,
     }
     with torch.no_grad():  # warm-up: CUDA context, kernels
         head(img[:2], cap[:10], lens[:10], dense_img[:10], per_image_lens[:10])
+    first = None
     for name, fn in layouts.items():
         _peak_reset(device)
         try:
@@ -416,6 +441,8 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
             rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
             save({**meta, "rows": rows})
             continue
+        if first is None:
+            first = out.float().cpu()
         rows.append(
             {
                 "layout": name,
@@ -428,12 +455,17 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
                 "finite": bool(torch.isfinite(out).all()),
             }
         )
+        if fn is per_image:  # the blocked head's similarities (the first layout) again
+            rows[-1]["max_abs_diff_vs_blocks"] = _max_diff(out, first)
+            rows[-1]["sims_equal"] = _close(out, first)
         save({**meta, "rows": rows})
         log(f"eval {name.split(' ')[0]}: {times[0]:.2f} s for {n_img}x{n_txt}")
     return {
         **meta,
         "rows": rows,
-        "ok": all(r["finite"] and r["shape"] == [n_img, n_txt] for r in rows),
+        "ok": all(
+            r["finite"] and r["shape"] == [n_img, n_txt] and r.get("sims_equal", True) for r in rows
+        ),
     }
 
 
@@ -538,8 +570,9 @@ def write_summary(out: Path, work: Path | None = None) -> str:
         lines += [f"## Training step: {t.get('profile')}, {t.get('precision')}" + _partial(t), ""]
         lines += _md_table(
             t["rows"],
-            ["preset", "batch", "image_size", "params_m", "uses_dense", "dense_tokens_max",
-             "step_ms_median", "step_ms_min", "step_ms_max", "peak_mem_mb", "last_loss", "error"],
+            ["preset", "alignment", "batch", "image_size", "params_m", "uses_dense",
+             "dense_tokens_max", "step_ms_median", "step_ms_min", "step_ms_max", "peak_mem_mb",
+             "last_loss", "error"],
         )  # fmt: skip
         lines.append("")
     e = _load(out / "eval.json")
@@ -551,7 +584,17 @@ def write_summary(out: Path, work: Path | None = None) -> str:
         ]
         lines += _md_table(
             e["rows"],
-            ["layout", "images", "texts", "seconds", "pairs_per_s", "peak_mem_mb", "error"],
+            [
+                "layout",
+                "images",
+                "texts",
+                "seconds",
+                "pairs_per_s",
+                "peak_mem_mb",
+                "max_abs_diff_vs_blocks",
+                "sims_equal",
+                "error",
+            ],
         )
         lines.append("")
     errors = []
