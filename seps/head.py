@@ -51,8 +51,9 @@ from .head_steps import (
     Unit,
     align_block,
     align_images,
+    align_per_image,
     align_unit,
-    block_images,
+    block_mode,
     blockable,
     global64,
     select_block,
@@ -101,8 +102,8 @@ class SEPSHead(nn.Module):
     #: step took 78 ms blocked against 202 ms (docs/kernels.md). At ViT-224 sizes it is
     #: not, and one call per image keeps the compact top-K weights, half the products of
     #: the block's full weights (tests/test_flops.py), and the fused maxima of the
-    #: ``triton`` kernels, which the block does not use. On a GPU, ``device_blocks``
-    #: blocks the ``batched`` kernels' images at any size (:func:`block_images`).
+    #: ``triton`` kernels, which the block does not use. Other cases: :func:`block_mode`
+    #: (``device_blocks``: a GPU blocks the ``batched`` kernels' images at any size).
     block_patches: int = 64
     device_blocks: bool = True
 
@@ -262,8 +263,8 @@ class SEPSHead(nn.Module):
                 else self._text(long_cap_embs, long_cap_lens)
             )
         noise = self._draw_noise(st.x, b_v, b_t, n, dense_per_image)
-        blocks = block_images(n, st.x.device, self.impl, self.block_patches, self.device_blocks)
-        units = self._units(texts, n, direct=blocks)
+        mode = self._block_mode(n, st.x.device)
+        units = self._units(texts, n, direct=mode == "all")
         runs = None
         # A selection prior is per text: no dense-caption deduplication.
         if (
@@ -394,25 +395,27 @@ class SEPSHead(nn.Module):
                 texts, inv = ordered
         with torch.no_grad():
             glob = {k: self._global64(t) for k, t in texts.items() if k in self._guides(branches)}
-        # A block of images per call for small images whose units allow it (align_block;
-        # block_patches says why).
+        # A block of images per call for the units that allow it (align_block;
+        # block_mode says where), the other units one image per call.
         aggregate = self.aggregation is not None
-        blocks = block_images(n, st.x.device, self.impl, self.block_patches, self.device_blocks)
-        blocked = blocks and all(blockable(u, aggregate) for u in units)
+        blocks = self._block_mode(n, st.x.device) != "none"
+        in_blocks = [u for u in units if blocks and blockable(u, aggregate)]
+        per_image = [u for u in units if u not in in_blocks]
         gram_rows: tuple[Tensor, ...] = ()
-        if any(u.gram is not False for u in units):
+        if any(u.gram is not False for u in per_image):
             gram_rows = self._gram_rows(st)
         cls_cols = {}
-        if st.cls_n is not None and not blocked:
+        if st.cls_n is not None:
             floats = int(self.memory_budget_mb * 2**20 / 4 / 8)
-            for u in units:
+            for u in per_image:
                 words = texts[u.words]
                 cls_cols[u.words] = ClsColumns(words.norm, st.cls_n, floats, words.per_image)
         # About a dozen (V, B_t, N) tensors per branch live during a block.
-        per_image = 48 * b_t * n * len(branches)
-        block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / per_image)))
-        img = None if blocked else ImageRows(st)
-        blocks: list[Tensor] = []  # (V, B_t) similarities per block of images
+        block = max(
+            1, min(b_v, int(self.memory_budget_mb * 2**20 / (48 * b_t * n * len(branches))))
+        )
+        img = ImageRows(st) if per_image else None
+        out: list[Tensor] = []  # (V, B_t) similarities per block of images
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}
         for v0 in range(0, b_v, block):
             vs = slice(v0, min(v0 + block, b_v))
@@ -420,38 +423,22 @@ class SEPSHead(nn.Module):
             sel = self._select_block(vs, st, branches, glob, noise, ops, texts, b_t, pv)
             for b in branches:
                 mask_blocks[b].append(sel[b][1])
-            if blocked:
+            part = None
+            if in_blocks:
                 budget_mb = self.memory_budget_mb
-                blocks.append(
-                    align_images(self._align_block, vs, st, sel, texts, units, chunk, budget_mb)
+                part = align_images(
+                    self._align_block, vs, st, sel, texts, in_blocks, chunk, budget_mb
                 )
-                continue
-            assert img is not None
-            rows: list[Tensor] = []
-            # pieces[b][k][i][c]: part k of branch b for image v0 + i and text chunk c.
-            pieces = {
-                b: [[list(row.split(chunk)) for row in part.unbind(0)] for part in sel[b]]
-                for b in branches
-            }
-            for i, v in enumerate(range(vs.start, vs.stop)):
-                sims_v: list[Tensor] = []
-                for c, start in enumerate(range(0, b_t, chunk)):
-                    sl = slice(start, min(start + chunk, b_t))
-                    sel_vc = {b: tuple(part[i][c] for part in pieces[b]) for b in branches}
-                    sim = None
-                    for unit in units:
-                        cls_col = None
-                        if cls_cols:
-                            m = texts[unit.words].words_of(v, sl)
-                            cls_col = cls_cols[unit.words].get(v, sl, m)
-                        gram = gram_rows[v] if unit.gram is not False else None
-                        out = self._align_unit(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
-                        sim = out if sim is None else sim + out
-                    assert sim is not None
-                    sims_v.append(sim)
-                rows.append(torch.cat(sims_v))
-            blocks.append(torch.stack(rows))
-        sims = torch.cat(blocks)
+            if per_image:
+                assert img is not None
+                align = self._align_unit
+                rows = align_per_image(
+                    align, per_image, vs, sel, chunk, img, texts, cls_cols, gram_rows, ops
+                )
+                part = rows if part is None else part + rows
+            assert part is not None
+            out.append(part)
+        sims = torch.cat(out)
         if not self.training:
             return sims if inv is None else sims[:, inv]
         return sims, {b: torch.cat(m) for b, m in mask_blocks.items()}
@@ -459,6 +446,11 @@ class SEPSHead(nn.Module):
     def _gram_rows(self, st: ImageState) -> tuple[Tensor, ...]:
         """The Gram matrix ``x x^T`` ``(N, N)`` of each image (per-image work)."""
         return torch.bmm(st.x_sel, st.x_sel.transpose(1, 2)).unbind(0)
+
+    def _block_mode(self, n: int, device: torch.device) -> str:
+        """:func:`seps.head_steps.block_mode` for this head (a method: tests force it)."""
+        bp, on = self.block_patches, self.device_blocks
+        return block_mode(n, device, self.impl, bp, on, self.training)
 
     def _units(self, texts: dict[str, TextBatch], n: int, direct: bool) -> list[Unit]:
         """The alignment units: one per branch, or one for ``fused`` (row 2); under
@@ -476,7 +468,7 @@ class SEPSHead(nn.Module):
             gram: bool | None
             if self.aggregation is None or self.alignment_order != "auto":
                 gram = self.aggregation is not None and self.alignment_order == "gram"
-            elif direct and n > self.block_patches:  # a GPU's blocks (block_images)
+            elif direct:  # a GPU's blocks (block_mode)
                 gram = False
             else:
                 # The cheaper order for the shortest and for the longest caption: when

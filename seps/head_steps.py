@@ -29,7 +29,7 @@ from .alignment import (
     patch_word_scores,
     use_gram,
 )
-from .chunking import TextBatch, is_expanded
+from .chunking import ClsColumns, TextBatch, is_expanded
 from .config import SEPSConfig
 from .controls import control_score
 from .kernels import KernelOps
@@ -42,8 +42,9 @@ __all__ = [
     "Unit",
     "align_block",
     "align_images",
+    "align_per_image",
     "align_unit",
-    "block_images",
+    "block_mode",
     "blockable",
     "global64",
     "select_block",
@@ -233,23 +234,33 @@ def align_unit(
     return hrpa.reduce(s, col_scale, mask, token_mask, ops.row_col_max)
 
 
-def block_images(
-    n: int, device: torch.device, impl: str, block_patches: int, on_device: bool
-) -> bool:
-    """Whether images of ``n`` patches on ``device`` align a block of images per call
-    (:func:`align_images`) rather than one image per call, where their units allow it
-    (:func:`blockable`; the head then takes the direct order under ``auto``).
+def block_mode(
+    n: int, device: torch.device, impl: str, block_patches: int, on_device: bool, training: bool
+) -> str:
+    """Which alignment units of images of ``n`` patches align a block of images per call
+    (:func:`align_images`) rather than one image per call (:func:`align_unit`): ``all``
+    (every unit, the head taking the direct order under ``auto``), ``direct`` (the
+    :func:`blockable` units, those whose order is already the direct one) or ``none``.
 
-    On a CPU only up to ``block_patches`` patches (``SEPSHead.block_patches`` says why).
-    On another device (``on_device``, ``SEPSHead.device_blocks``) at any size under the
-    ``batched`` kernels: there one call per image is bound by kernel launches (the
-    paper-size training step of ``code`` took 478 ms on an H200 image by image,
-    reports/gpu/README.md), and the full weights' extra products are cheap. The
-    ``compiled`` and ``triton`` kernels keep their per-image calls, which they speed up.
+    - On a device other than the CPU, under the ``batched`` kernels (and ``on_device``,
+      ``SEPSHead.device_blocks``): ``all``, at any size. There one call per image is
+      bound by kernel launches: on an H200 a paper-size training step of ``code`` took
+      214 ms blocked against 483 ms image by image (reports/gpu/README.md).
+    - Images of at most ``block_patches`` patches: ``direct`` (``SEPSHead.block_patches``).
+    - A CPU training step under ``batched``: ``direct``, at any size. A ``code`` step at
+      ViT-224, C = 512, B = 64 with real caption lengths took 2.6-2.8 s with its dense
+      unit blocked against 3.5-4.1 s image by image, and 2.6 s with every unit forced
+      into blocks. A CPU evaluation was slower blocked (docs/kernels.md), so it keeps one
+      image per call.
+    - Otherwise ``none``; the ``compiled`` and ``triton`` kernels keep their per-image
+      calls, which they speed up.
     """
-    if n <= block_patches:
-        return True
-    return on_device and device.type != "cpu" and impl == "batched"
+    batched = impl == "batched"
+    if device.type != "cpu" and on_device and batched:
+        return "all"
+    if n <= block_patches or (device.type == "cpu" and training and batched):
+        return "direct"
+    return "none"
 
 
 def blockable(unit: Unit, aggregate: bool) -> bool:
@@ -366,3 +377,65 @@ def align_images(
             sims_c.append(sim)
         out.append(torch.cat(sims_c, 1))
     return torch.cat(out)
+
+
+#: ``align(unit, v, sl, img, sel, texts, cls_col, gram, ops) -> (B,)``: :func:`align_unit`
+#: as the head calls it (a method, as :data:`AlignBlock`).
+AlignUnit = Callable[
+    [
+        Unit,
+        int,
+        slice,
+        ImageRows,
+        dict[str, Selection],
+        dict[str, TextBatch],
+        "Tensor | None",
+        "Tensor | None",
+        KernelOps,
+    ],
+    Tensor,
+]
+
+
+def align_per_image(
+    align: AlignUnit,
+    units: list[Unit],
+    vs: slice,
+    sel: dict[str, Selection],
+    chunk: int,
+    img: ImageRows,
+    texts: dict[str, TextBatch],
+    cls_cols: dict[str, ClsColumns],
+    gram_rows: tuple[Tensor, ...],
+    ops: KernelOps,
+) -> Tensor:
+    """Steps 6-8 of ``units`` for the images ``vs``, one image and text chunk per
+    ``align`` call: ``(V, B_t)`` summed over ``units``. ``sel``: the block's selections,
+    ``(V, B_t, N)`` parts; ``cls_cols``: the ``[CLS]`` columns by caption kind (empty
+    without ``[CLS]``); ``gram_rows``: each image's ``x x^T`` where a unit may use it."""
+    b_t = next(iter(sel.values()))[0].shape[1]
+    rows: list[Tensor] = []
+    # pieces[b][k][i][c]: part k of branch b for image vs.start + i and text chunk c;
+    # split, not indexing: one backward stack per block (see SEPSHead._run).
+    pieces = {
+        b: [[list(row.split(chunk)) for row in p.unbind(0)] for p in parts]
+        for b, parts in sel.items()
+    }
+    for i, v in enumerate(range(vs.start, vs.stop)):
+        sims_v: list[Tensor] = []
+        for c, start in enumerate(range(0, b_t, chunk)):
+            sl = slice(start, min(start + chunk, b_t))
+            sel_vc = {b: tuple(p[i][c] for p in parts) for b, parts in pieces.items()}
+            sim = None
+            for unit in units:
+                cls_col = None
+                if cls_cols:
+                    m = texts[unit.words].words_of(v, sl)
+                    cls_col = cls_cols[unit.words].get(v, sl, m)
+                gram = gram_rows[v] if unit.gram is not False else None
+                res = align(unit, v, sl, img, sel_vc, texts, cls_col, gram, ops)
+                sim = res if sim is None else sim + res
+            assert sim is not None
+            sims_v.append(sim)
+        rows.append(torch.cat(sims_v))
+    return torch.stack(rows)

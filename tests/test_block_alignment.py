@@ -117,9 +117,33 @@ def test_the_block_gives_the_per_image_similarities_and_gradients(preset, per_im
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_training_on_large_images_aligns_image_by_image(monkeypatch):
+def test_cpu_training_on_large_images_blocks_only_the_units_already_in_the_direct_order(
+    monkeypatch,
+):
+    """``code`` with images above block_patches on the CPU: the dense unit, whose captions
+    all take the direct order, aligns in blocks; the sparse one, whose order is decided
+    per chunk, image by image. Sims and gradients are those of the per-image path."""
+    import seps.head as head_module
+
+    per_image_path = _step(_head("code", alignment_order="gram"))
     calls = _count_calls(monkeypatch)
-    head = _head("laps", alignment_order="direct")
+    # sparse lengths 2..7: gram for the shortest only (decided per chunk); dense 4..11: direct
+    monkeypatch.setattr(head_module, "use_gram", lambda words, *a: words < 4)
+    head = _head("code")
+    head.block_patches = N - 1
+    mixed = _step(head)
+    assert calls == {"_align_block": 1, "_align_unit": B}
+    torch.testing.assert_close(mixed[0], per_image_path[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(mixed[1], per_image_path[1], strict=True):
+        if a is not None and b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_training_on_large_images_with_the_triton_or_compiled_kernels_aligns_image_by_image(
+    monkeypatch,
+):
+    calls = _count_calls(monkeypatch)
+    head = _head("laps", alignment_order="direct", impl="compiled")
     head.block_patches = N - 1
     _step(head)
     assert calls == {"_align_block": 0, "_align_unit": B}
@@ -152,36 +176,41 @@ def test_uneven_blocks_of_images_and_text_chunks_give_the_per_image_result(prese
 
 
 @pytest.mark.parametrize(
-    ("n", "device", "impl", "on_device", "expected"),
+    ("n", "device", "impl", "on_device", "training", "expected"),
     [
-        (36, "cpu", "batched", True, True),  # small images block everywhere
-        (196, "cpu", "batched", True, False),  # a CPU keeps large images per image
-        (196, "cuda", "batched", True, True),  # a GPU blocks them: launch-bound otherwise
-        (196, "cuda", "triton", True, False),  # its own per-image kernels
-        (196, "cuda", "compiled", True, False),
-        (196, "cuda", "batched", False, False),  # SEPSHead.device_blocks off
+        (36, "cpu", "batched", True, False, "direct"),  # small images block everywhere
+        (36, "cpu", "triton", True, True, "direct"),
+        (196, "cpu", "batched", True, False, "none"),  # a CPU evaluation: per image
+        (196, "cpu", "batched", True, True, "direct"),  # a CPU training step: direct units
+        (196, "cpu", "compiled", True, True, "none"),
+        (196, "cuda", "batched", True, False, "all"),  # a GPU: launch-bound otherwise
+        (36, "cuda", "batched", True, True, "all"),
+        (196, "cuda", "triton", True, True, "none"),  # its own per-image kernels
+        (196, "cuda", "compiled", True, False, "none"),
+        (196, "cuda", "batched", False, True, "none"),  # SEPSHead.device_blocks off
+        (36, "cuda", "batched", False, False, "direct"),
     ],
 )
-def test_which_images_align_in_blocks_depends_on_size_device_and_kernels(
-    n, device, impl, on_device, expected
+def test_which_units_align_in_blocks_depends_on_size_device_kernels_and_mode(
+    n, device, impl, on_device, training, expected
 ):
-    from seps.head_steps import block_images
+    from seps.head_steps import block_mode
 
-    assert block_images(n, torch.device(device), impl, 64, on_device) is expected
+    assert block_mode(n, torch.device(device), impl, 64, on_device, training) == expected
 
 
 @pytest.mark.parametrize("preset", ["laps", "code", "paper"])
 def test_large_images_blocked_as_on_a_gpu_take_the_direct_order_with_the_same_results(
     preset, monkeypatch
 ):
-    """What a GPU runs (block_images true above block_patches), forced on the CPU: under
-    ``auto`` every unit takes the direct order and one call per unit aligns the step;
-    sims and gradients equal the per-image path's."""
+    """What a GPU runs (block_mode ``all``), forced on the CPU: under ``auto`` every unit
+    takes the direct order and one call per unit aligns the step; sims and gradients
+    equal the per-image path's."""
     import seps.head as head_module
 
     per_image_path = _step(_head(preset, alignment_order="gram"))
     calls = _count_calls(monkeypatch)
-    monkeypatch.setattr(head_module, "block_images", lambda *a: True)
+    monkeypatch.setattr(SEPSHead, "_block_mode", lambda self, n, device: "all")
     # auto would pick the gram order for every caption, as at ViT-224 for short ones
     monkeypatch.setattr(head_module, "use_gram", lambda *a: True)
     head = _head(preset)  # alignment_order auto

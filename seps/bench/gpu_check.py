@@ -252,7 +252,7 @@ def train_preset(
     """Warm-up then timed AdamW steps of one preset's whole model under bf16 autocast.
 
     ``blocks``: the head as built (a block of images per alignment call where
-    :func:`seps.head_steps.block_images` says so: on a GPU at any size); ``False``: one
+    :func:`seps.head_steps.block_mode` says so: on a GPU at any size); ``False``: one
     image per call at every size, the head before blocks reached the GPU (the A/B)."""
     from ..losses import SEPSLoss
     from ..model import parameter_groups
