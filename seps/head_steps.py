@@ -248,10 +248,9 @@ def block_mode(
       214 ms blocked against 483 ms image by image (reports/gpu/README.md).
     - Images of at most ``block_patches`` patches: ``direct`` (``SEPSHead.block_patches``).
     - A CPU training step under ``batched``: ``direct``, at any size. A ``code`` step at
-      ViT-224, C = 512, B = 64 with real caption lengths took 2.6-2.8 s with its dense
-      unit blocked against 3.5-4.1 s image by image, and 2.6 s with every unit forced
-      into blocks. A CPU evaluation was slower blocked (docs/kernels.md), so it keeps one
-      image per call.
+      ViT-224, C = 512, B = 64 with real caption lengths took 2.7-3.2 s with its dense
+      unit blocked against 3.4-3.8 s image by image (docs/kernels.md). A CPU evaluation
+      was slower blocked, so it keeps one image per call.
     - Otherwise ``none``; the ``compiled`` and ``triton`` kernels keep their per-image
       calls, which they speed up.
     """

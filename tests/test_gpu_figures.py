@@ -40,6 +40,17 @@ def test_each_call_folder_is_labelled_with_its_card_and_figures(tmp_path):
     assert "partial" not in text
 
 
+def test_a_preset_timed_both_ways_is_one_entry_with_its_per_image_time(tmp_path):
+    _call(tmp_path / "gpu" / "h200-abc")
+    train = {"profile": "paper", "precision": "bf16 autocast", "rows": [
+        {"preset": "code", "alignment": "blocks", "batch": 64, "step_ms_median": 213.6},
+        {"preset": "code", "alignment": "per image", "batch": 64, "step_ms_median": 483.2},
+    ]}  # fmt: skip
+    (tmp_path / "gpu" / "h200-abc" / "train.json").write_text(json.dumps(train))
+    text = "\n".join(gpu_lines(tmp_path / "gpu"))
+    assert "| `code` 214 ms (483 ms one image per call) |" in text
+
+
 def test_a_step_stopped_by_its_limit_is_marked_partial(tmp_path):
     _call(tmp_path / "gpu" / "h200-abc", partial_eval=True)
     assert "| eval step | stopped by its time limit (partial) |" in gpu_lines(tmp_path / "gpu")

@@ -292,7 +292,9 @@ def train_preset(
         opt.step()
         return float(loss.total.detach())
 
-    for _ in range(sizes["warmup"]):
+    # the first step's loss: both alignments start from the same weights and batch
+    first_loss = one_step()
+    for _ in range(sizes["warmup"] - 1):
         one_step()
     _sync(device)
     if device.startswith("cuda"):
@@ -315,6 +317,7 @@ def train_preset(
         "step_ms_min": min(times) * 1e3,
         "step_ms_max": max(times) * 1e3,
         "peak_mem_mb": _peak_mb(device),
+        "first_loss": first_loss,
         "last_loss": last_loss,
         "loss_finite": math.isfinite(last_loss),
     }
@@ -572,7 +575,7 @@ def write_summary(out: Path, work: Path | None = None) -> str:
             t["rows"],
             ["preset", "alignment", "batch", "image_size", "params_m", "uses_dense",
              "dense_tokens_max", "step_ms_median", "step_ms_min", "step_ms_max", "peak_mem_mb",
-             "last_loss", "error"],
+             "first_loss", "last_loss", "error"],
         )  # fmt: skip
         lines.append("")
     e = _load(out / "eval.json")
