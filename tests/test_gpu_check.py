@@ -58,8 +58,9 @@ def test_small_run_writes_every_output(tmp_path: Path) -> None:
     assert [r["alignment"] for r in train["rows"][:2]] == ["blocks", "per image"]
     assert all(r["step_ms_median"] > 0 and r["loss_finite"] for r in train["rows"])
     ev = json.loads((out / "eval.json").read_text())
-    assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 4
-    assert ev["rows"][1]["sims_equal"] and ev["rows"][1]["max_abs_diff_vs_blocks"] < 1e-5
+    assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 5
+    for row in (ev["rows"][1], ev["rows"][3]):  # candidate and query, one image per call
+        assert row["sims_equal"] and row["max_abs_diff_vs_blocks"] < 1e-5
     summary = (out / "summary.md").read_text()
     for needle in ("## Kernels vs loop", "## Training step", "## Evaluation", "| train | ok |"):
         assert needle in summary, needle

@@ -418,34 +418,47 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
                 out.append(head(img[v0 : v0 + 100], cap, lens, dense_t, dlens_t).float().cpu())
         return torch.cat(out)
 
-    def per_image() -> Any:  # the A/B: one image per alignment call (train_preset)
-        head.block_patches, head.device_blocks = 0, False
-        try:
-            return protocol("candidate")()
-        finally:
-            head.block_patches, head.device_blocks = SEPSHead.block_patches, True
+    def per_image(source: str) -> Callable[[], Any]:
+        """``source`` one image per alignment call (the A/B of ``train_preset``)."""
 
-    layouts = {
-        "candidate (fair: dense caption of the scored image)": protocol("candidate"),
-        "candidate, one image per alignment call (before blocks on a GPU)": per_image,
-        "query (official: dense caption of the text's image, shared by 5 texts)": protocol("query"),
-        "distinct (a distinct dense caption per text, head called directly)": distinct,
+        def run() -> Any:
+            head.block_patches, head.device_blocks = 0, False
+            try:
+                return protocol(source)()
+            finally:
+                head.block_patches, head.device_blocks = SEPSHead.block_patches, True
+
+        return run
+
+    # name: (function, the name of the blocked layout whose similarities it must equal)
+    layouts: dict[str, tuple[Callable[[], Any], str | None]] = {
+        "candidate (fair: dense caption of the scored image)": (protocol("candidate"), None),
+        "candidate, one image per alignment call (before blocks on a GPU)": (
+            per_image("candidate"),
+            "candidate",
+        ),
+        "query (official: dense caption of the text's image, shared by 5 texts)": (
+            protocol("query"),
+            None,
+        ),
+        "query, one image per alignment call": (per_image("query"), "query"),
+        "distinct (a distinct dense caption per text, head called directly)": (distinct, None),
     }
     with torch.no_grad():  # warm-up: CUDA context, kernels
         head(img[:2], cap[:10], lens[:10], dense_img[:10], per_image_lens[:10])
-    first = None
-    for name, fn in layouts.items():
+    blocked: dict[str, Any] = {}  # each layout's similarities, by its first word
+    for name, (fn, same_as) in layouts.items():
         _peak_reset(device)
         try:
             times, out = _timed(fn, device, 1)
         except Exception as exc:  # one layout's failure does not hide the others'
-            log(f"eval {name.split(' ')[0]}: FAILED {type(exc).__name__}: {exc}")
+            log(f"eval {name.split(' (')[0]}: FAILED {type(exc).__name__}: {exc}")
             rows.append({"layout": name, "finite": False, "shape": None})
             rows[-1]["error"] = f"{type(exc).__name__}: {exc}"[:500]
             save({**meta, "rows": rows})
             continue
-        if first is None:
-            first = out.float().cpu()
+        if same_as is None:
+            blocked[name.split(" ")[0]] = out.float().cpu()
         rows.append(
             {
                 "layout": name,
@@ -458,11 +471,11 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
                 "finite": bool(torch.isfinite(out).all()),
             }
         )
-        if fn is per_image:  # the blocked head's similarities (the first layout) again
-            rows[-1]["max_abs_diff_vs_blocks"] = _max_diff(out, first)
-            rows[-1]["sims_equal"] = _close(out, first)
+        if same_as is not None:  # the blocked head's similarities again
+            rows[-1]["max_abs_diff_vs_blocks"] = _max_diff(out, blocked.get(same_as))
+            rows[-1]["sims_equal"] = _close(out, blocked.get(same_as))
         save({**meta, "rows": rows})
-        log(f"eval {name.split(' ')[0]}: {times[0]:.2f} s for {n_img}x{n_txt}")
+        log(f"eval {name.split(' (')[0]}: {times[0]:.2f} s for {n_img}x{n_txt}")
     return {
         **meta,
         "rows": rows,
