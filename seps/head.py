@@ -7,8 +7,9 @@ decision matrix D of shape ``(B_v, B_t, N)``.
 
 The head is batched over texts: the selections (steps 3-5) are computed for a
 block of images and all texts at once, the alignment (steps 6-8) for each image
-and a chunk of texts at a time, or, for small images whose units all take the direct
-order, for a block of images and a chunk of texts (``block_patches``);
+and a chunk of texts at a time, or for a block of images and a chunk of texts
+(:func:`seps.head_steps.block_mode`: small images, a CPU training step's direct-order
+units, every unit on a GPU);
 ``text_chunk_size`` and ``memory_budget_mb`` only
 bound the memory (the result does not depend on them). Within a chunk the word
 padding beyond the chunk's longest caption is cut before any GEMM, and at
@@ -54,7 +55,7 @@ from .head_steps import (
     align_per_image,
     align_unit,
     block_mode,
-    blockable,
+    blocked_units,
     global64,
     select_block,
 )
@@ -96,14 +97,14 @@ class SEPSHead(nn.Module):
     #: evaluation is bound by kernel launches (1,000 x 5,000 pairs took 90 s on an H200,
     #: reports/gpu/README.md).
     cache_budget_mb: float = 24.0
-    #: A block of images is aligned per call (:func:`seps.head_steps.align_block`, where
-    #: every unit takes the direct order) only when an image has at most this many
-    #: patches. At N = 36 one call per image is bound by its dispatch: a ``laps`` training
-    #: step took 78 ms blocked against 202 ms (docs/kernels.md). At ViT-224 sizes it is
-    #: not, and one call per image keeps the compact top-K weights, half the products of
-    #: the block's full weights (tests/test_flops.py), and the fused maxima of the
-    #: ``triton`` kernels, which the block does not use. Other cases: :func:`block_mode`
-    #: (``device_blocks``: a GPU blocks the ``batched`` kernels' images at any size).
+    #: On a CPU, images of at most this many patches align a block of images per call
+    #: (:func:`seps.head_steps.align_block`) when every unit takes the direct order. At
+    #: N = 36 one call per image is bound by its dispatch: a ``laps`` training step took
+    #: 78 ms blocked against 202 ms (docs/kernels.md). A CPU evaluation at ViT-224 sizes
+    #: is not, and one call per image keeps the compact top-K weights, half the products
+    #: of the block's full weights (tests/test_flops.py), and the fused maxima of the
+    #: ``triton`` kernels. Other cases (a CPU training step, a GPU with
+    #: ``device_blocks``): :func:`block_mode`.
     block_patches: int = 64
     device_blocks: bool = True
 
@@ -238,8 +239,8 @@ class SEPSHead(nn.Module):
         images against all texts; the alignment loop then runs over images and, for
         each, over chunks of texts, so that every per-pair step is a GEMM or a batched
         matrix product over the texts of the chunk with the image's tensors shared
-        (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``); small images align a
-        block of images per call instead (:attr:`block_patches`).
+        (``(B_t * M, C) @ (C, N)``, ``(B_t * N_c, N) @ (N, C)``); or a block of images
+        per call (:func:`seps.head_steps.block_mode`).
 
         Repeated dense captions: the official loader repeats each image's dense
         caption for its 5 captions (SPEC.md "Inputs"). Where the dense branch depends
@@ -371,8 +372,8 @@ class SEPSHead(nn.Module):
         The selections (steps 3-5) are computed for a block of images and all texts
         at once, ``(V, B_t, N)`` tensors, since they are small and elementwise; the
         alignment (steps 6-8) then runs per image and text chunk on views of them, or,
-        for images of at most :attr:`block_patches` patches whose units all take the
-        direct order, per block of images and text chunk (:func:`align_images`).
+        for the units :func:`block_mode` blocks, per block of images and text chunk
+        (:func:`align_images`).
         Views come from ``unbind``/``split``, whose backward is one stack per block,
         where indexing would zero-fill a block-sized gradient for every piece. At
         evaluation over several chunks the texts are taken in order of length
@@ -398,8 +399,7 @@ class SEPSHead(nn.Module):
         # A block of images per call for the units that allow it (align_block;
         # block_mode says where), the other units one image per call.
         aggregate = self.aggregation is not None
-        blocks = self._block_mode(n, st.x.device) != "none"
-        in_blocks = [u for u in units if blocks and blockable(u, aggregate)]
+        in_blocks = blocked_units(self._block_mode(n, st.x.device), units, aggregate)
         per_image = [u for u in units if u not in in_blocks]
         gram_rows: tuple[Tensor, ...] = ()
         if any(u.gram is not False for u in per_image):

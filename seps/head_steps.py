@@ -1,8 +1,8 @@
 """The per-block steps of :class:`seps.head.SEPSHead`'s batched pass: SPEC.md steps 3-5
 (the selections of a block of images against every text, :func:`select_block`) and
 steps 6-8 (one alignment unit of one image against a chunk of texts,
-:func:`align_unit`, or of a block of small images, :func:`align_images` and
-:func:`align_block`), with the state they share.
+:func:`align_unit`, or of a block of images, :func:`align_images` and
+:func:`align_block`, as :func:`block_mode` decides), with the state they share.
 
 They are separate from :mod:`seps.head` because they are the per-pair arithmetic,
 where the head is the orchestration around it (the inputs, the text chunks and their
@@ -46,6 +46,7 @@ __all__ = [
     "align_unit",
     "block_mode",
     "blockable",
+    "blocked_units",
     "global64",
     "select_block",
 ]
@@ -237,29 +238,42 @@ def align_unit(
 def block_mode(
     n: int, device: torch.device, impl: str, block_patches: int, on_device: bool, training: bool
 ) -> str:
-    """Which alignment units of images of ``n`` patches align a block of images per call
-    (:func:`align_images`) rather than one image per call (:func:`align_unit`): ``all``
-    (every unit, the head taking the direct order under ``auto``), ``direct`` (the
-    :func:`blockable` units, those whose order is already the direct one) or ``none``.
+    """How the alignment units of images of ``n`` patches are aligned: a block of images
+    per call (:func:`align_images`) or one image per call (:func:`align_per_image`).
 
-    - On a device other than the CPU, under the ``batched`` kernels (and ``on_device``,
-      ``SEPSHead.device_blocks``): ``all``, at any size. There one call per image is
-      bound by kernel launches: on an H200 a paper-size training step of ``code`` took
-      214 ms blocked against 483 ms image by image (reports/gpu/README.md).
-    - Images of at most ``block_patches`` patches: ``direct`` (``SEPSHead.block_patches``).
-    - A CPU training step under ``batched``: ``direct``, at any size. A ``code`` step at
-      ViT-224, C = 512, B = 64 with real caption lengths took 2.7-3.2 s with its dense
-      unit blocked against 3.4-3.8 s image by image (docs/kernels.md). A CPU evaluation
-      was slower blocked, so it keeps one image per call.
-    - Otherwise ``none``; the ``compiled`` and ``triton`` kernels keep their per-image
-      calls, which they speed up.
+    - ``all``: on a device other than the CPU under the ``batched`` kernels (and
+      ``on_device``, ``SEPSHead.device_blocks``), at any size. Under ``auto`` the head
+      then takes the direct order for every unit, so every :func:`blockable` unit (all
+      of them, unless ``alignment_order='gram'`` or there is no aggregation) is blocked.
+      There one call per image is bound by kernel launches: on an H200 a paper-size
+      training step of ``code`` took 214 ms blocked against 483 ms image by image
+      (reports/gpu/README.md).
+    - ``every``: images of at most ``block_patches`` patches (``SEPSHead.block_patches``
+      says why): blocked when every unit is :func:`blockable`, else every unit per image.
+    - ``direct``: a CPU training step under ``batched`` at larger sizes: the blockable
+      units (those already in the direct order) blocked, the others per image. A
+      ``code`` step at ViT-224, C = 512, B = 64 with real caption lengths took 2.7-3.2 s
+      with its dense unit blocked against 3.4-3.8 s image by image (docs/kernels.md). A
+      CPU evaluation was slower blocked, so it keeps one image per call.
+    - ``none``: every unit per image (the ``compiled`` and ``triton`` kernels keep their
+      per-image calls, which they speed up).
     """
     batched = impl == "batched"
     if device.type != "cpu" and on_device and batched:
         return "all"
-    if n <= block_patches or (device.type == "cpu" and training and batched):
+    if n <= block_patches:
+        return "every"
+    if device.type == "cpu" and training and batched:
         return "direct"
     return "none"
+
+
+def blocked_units(mode: str, units: list[Unit], aggregate: bool) -> list[Unit]:
+    """The units of ``units`` that :func:`block_mode`'s ``mode`` aligns in blocks."""
+    if mode == "none":
+        return []
+    ok = [u for u in units if blockable(u, aggregate)]
+    return [] if mode == "every" and len(ok) < len(units) else ok
 
 
 def blockable(unit: Unit, aggregate: bool) -> bool:
@@ -287,11 +301,11 @@ def align_block(
     called :func:`align_unit` once per image, a few dozen small operations each, and a
     step was bound by their dispatch (a step of ``laps`` ran about 900 copies and 390
     batched products; issue 42's cost). Here each operation covers every pair of the
-    block (:func:`seps.alignment.block_row_col_max`). Only for :func:`blockable` units
-    of images of at most ``SEPSHead.block_patches`` patches; the caller bounds ``V * B``
-    by memory. The row and column maxima are taken in the layout of the products, not by
-    the kernel op set's ``row_col_max``: a ``triton`` head's fused maxima serve its
-    per-image calls, which is what larger images take.
+    block (:func:`seps.alignment.block_row_col_max`). Only for :func:`blockable` units,
+    where :func:`block_mode` says so; the caller bounds ``V * B`` by memory. The row and
+    column maxima are taken in the layout of the products, not by the kernel op set's
+    ``row_col_max``: a ``triton`` head's fused maxima serve its per-image calls, which
+    is what :func:`block_mode` gives it.
 
     ``sel``: each branch's :func:`select_block` parts for these images and texts,
     ``(V, B, N)`` each. The words are cut to the block's longest caption (padding is

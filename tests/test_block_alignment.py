@@ -1,4 +1,4 @@
-"""The head aligns a block of small images per call (seps.head_steps.align_block): which
+"""The head aligns a block of images per call (seps.head_steps.align_block): which
 units and images take that path, that the memory budget only splits it, and that it
 agrees with the per-image path. (Its values against SPEC.md's
 loop are pinned by test_head.py and test_kernels.py, whose direct-order cases run
@@ -135,8 +135,24 @@ def test_cpu_training_on_large_images_blocks_only_the_units_already_in_the_direc
     assert calls == {"_align_block": 1, "_align_unit": B}
     torch.testing.assert_close(mixed[0], per_image_path[0], rtol=1e-5, atol=1e-5)
     for a, b in zip(mixed[1], per_image_path[1], strict=True):
+        assert (a is None) == (b is None)
         if a is not None and b is not None:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_small_images_align_image_by_image_unless_every_unit_takes_the_direct_order(
+    monkeypatch,
+):
+    """At most block_patches patches (the ``unimodal`` regime's sizes): all units in
+    blocks or none, as before the CPU training step blocked its direct units alone (the
+    records' bits depend on it)."""
+    import seps.head as head_module
+
+    calls = _count_calls(monkeypatch)
+    # sparse lengths 2..7: gram for the shortest only (decided per chunk); dense 4..11: direct
+    monkeypatch.setattr(head_module, "use_gram", lambda words, *a: words < 4)
+    _step(_head("code"))
+    assert calls == {"_align_block": 0, "_align_unit": 2 * B}  # both units, every image
 
 
 def test_training_on_large_images_with_the_triton_or_compiled_kernels_aligns_image_by_image(
@@ -178,8 +194,9 @@ def test_uneven_blocks_of_images_and_text_chunks_give_the_per_image_result(prese
 @pytest.mark.parametrize(
     ("n", "device", "impl", "on_device", "training", "expected"),
     [
-        (36, "cpu", "batched", True, False, "direct"),  # small images block everywhere
-        (36, "cpu", "triton", True, True, "direct"),
+        (36, "cpu", "batched", True, False, "every"),  # small images: all units or none
+        (36, "cpu", "triton", True, True, "every"),
+        (36, "cpu", "batched", True, True, "every"),
         (196, "cpu", "batched", True, False, "none"),  # a CPU evaluation: per image
         (196, "cpu", "batched", True, True, "direct"),  # a CPU training step: direct units
         (196, "cpu", "compiled", True, True, "none"),
@@ -188,7 +205,7 @@ def test_uneven_blocks_of_images_and_text_chunks_give_the_per_image_result(prese
         (196, "cuda", "triton", True, True, "none"),  # its own per-image kernels
         (196, "cuda", "compiled", True, False, "none"),
         (196, "cuda", "batched", False, True, "none"),  # SEPSHead.device_blocks off
-        (36, "cuda", "batched", False, False, "direct"),
+        (36, "cuda", "batched", False, False, "every"),
     ],
 )
 def test_which_units_align_in_blocks_depends_on_size_device_kernels_and_mode(
@@ -220,6 +237,7 @@ def test_large_images_blocked_as_on_a_gpu_take_the_direct_order_with_the_same_re
     assert calls == {"_align_block": units, "_align_unit": 0}
     torch.testing.assert_close(blocked[0], per_image_path[0], rtol=1e-5, atol=1e-5)
     for a, b in zip(blocked[1], per_image_path[1], strict=True):
+        assert (a is None) == (b is None)
         if a is not None and b is not None:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
@@ -257,5 +275,6 @@ def test_on_cuda_large_images_align_in_blocks_with_the_per_image_results(preset,
     assert calls["_align_unit"] >= b
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
     for x, y in zip(results[0][1], results[1][1], strict=True):
+        assert (x is None) == (y is None)
         if x is not None and y is not None:
             torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)

@@ -56,6 +56,7 @@ def test_small_run_writes_every_output(tmp_path: Path) -> None:
     train = json.loads((out / "train.json").read_text())
     assert [r["preset"] for r in train["rows"]] == ["code"] * 2 + ["paper"] * 2 + ["laps"] * 2
     assert [r["alignment"] for r in train["rows"][:2]] == ["blocks", "per image"]
+    assert train["ok"] and all(r["first_loss_rel_diff"] < 1e-3 for r in train["rows"][1::2])
     assert all(r["step_ms_median"] > 0 and r["loss_finite"] for r in train["rows"])
     ev = json.loads((out / "eval.json").read_text())
     assert ev["ok"] and [r["shape"] for r in ev["rows"]] == [[20, 100]] * 5

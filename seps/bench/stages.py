@@ -11,7 +11,7 @@ time profile (:func:`stage_seconds`) use it, so they attribute work the same way
 - ``alignment``: ``SEPSHead._align_unit`` (steps 6-8 of one alignment unit: the
   aggregation weights, the words of the chunk, the aggregated tokens and the patch-word
   products of :func:`seps.head_steps.patch_word_scores`), less the HRPA inside it, and
-  ``SEPSHead._align_block``, the same for a block of small images at once (its
+  ``SEPSHead._align_block``, the same for a block of images at once (its
   ``[CLS]`` column and its row and column maxima included);
 - ``HRPA``: ``head.hrpa.reduce`` and ``head.hrpa.from_maxima`` (eq. (5) on the row and
   column maxima);
