@@ -96,6 +96,16 @@ def test_the_card_comes_from_the_summary_when_kernels_json_is_missing(tmp_path):
     assert "### NVIDIA H100 80GB HBM3: `h100-abc`" in gpu_lines(tmp_path / "gpu")
 
 
+def test_the_card_comes_from_another_step_file_when_kernels_json_is_missing(tmp_path):
+    folder = tmp_path / "gpu" / "h200-abc"
+    _call(folder)
+    (folder / "kernels.json").unlink()
+    train = json.loads((folder / "train.json").read_text())
+    train["env"] = {"gpu": "NVIDIA H200", "torch": "2.11.0", "cuda": "13.0"}
+    (folder / "train.json").write_text(json.dumps(train))
+    assert "### NVIDIA H200 (torch 2.11.0, CUDA 13.0): `h200-abc`" in gpu_lines(tmp_path / "gpu")
+
+
 def test_no_gpu_files_means_no_section(tmp_path):
     assert gpu_lines(tmp_path / "missing") == []
     (tmp_path / "gpu" / "empty").mkdir(parents=True)

@@ -554,9 +554,16 @@ def write_summary(out: Path, work: Path | None = None) -> str:
     latency report, the most a device run brings back."""
     work = out if work is None else work
     lines = ["# GPU check", "", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", ""]
-    k = _load(out / "kernels.json", errors_too=True)
-    if k and k.get("env"):
-        lines += [f"- {key}: {v}" for key, v in k["env"].items()] + [""]
+    env = next(
+        (
+            d["env"]
+            for n in STEPS
+            if (d := _load(out / f"{n}.json", errors_too=True)) and d.get("env")
+        ),
+        None,
+    )
+    if env:
+        lines += [f"- {key}: {v}" for key, v in env.items()] + [""]
     steps = read_steps(work)
     if steps:
         (out / "steps.json").write_text(json.dumps(steps, indent=1) + "\n")
@@ -690,8 +697,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     path = out / f"{args.step}.json"
     head: dict[str, Any] = {"step": args.step, "device": device, "small": args.small}
-    if args.step == "kernels":  # the first measurement step also describes the machine
-        head["env"] = env_info(device)
+    # Every measurement step describes the machine: a call may skip any of them.
+    head["env"] = env_info(device)
+    if args.step == "kernels":
         log(json.dumps(head["env"]))
 
     def save(partial: dict[str, Any]) -> None:

@@ -20,7 +20,9 @@ __all__ = ["gpu_lines"]
 
 #: The line of ``summary.md`` that dates a call (``write_summary``): the folders' order.
 _WRITTEN = re.compile(r"^Written (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", re.MULTILINE)
-#: Its line naming the card (when ``kernels.json`` is missing).
+#: The step files that may describe the machine (``env``), in the order they are read.
+_STEP_FILES = ("kernels", "train", "eval")
+#: Its line naming the card (when no step file names it).
 _GPU = re.compile(r"^- gpu: (.+)$", re.MULTILINE)
 
 
@@ -124,7 +126,8 @@ def _summary(folder: Path, pattern: re.Pattern[str]) -> str:
 
 
 def _card(folder: Path) -> str:
-    env = _dict(_dict(_load(folder / "kernels.json")).get("env"))
+    envs = (_dict(_dict(_load(folder / f"{n}.json")).get("env")) for n in _STEP_FILES)
+    env = next((e for e in envs if e.get("gpu")), {})
     if env.get("gpu"):
         return f"{env['gpu']} (torch {env.get('torch', '?')}, CUDA {env.get('cuda', '?')})"
     return _summary(folder, _GPU) or "GPU not recorded"
