@@ -411,9 +411,8 @@ class SEPSHead(nn.Module):
                 words = texts[u.words]
                 cls_cols[u.words] = ClsColumns(words.norm, st.cls_n, floats, words.per_image)
         # About a dozen (V, B_t, N) tensors per branch live during a block.
-        block = max(
-            1, min(b_v, int(self.memory_budget_mb * 2**20 / (48 * b_t * n * len(branches))))
-        )
+        image_bytes = 48 * b_t * n * len(branches)
+        block = max(1, min(b_v, int(self.memory_budget_mb * 2**20 / image_bytes)))
         img = ImageRows(st) if per_image else None
         out: list[Tensor] = []  # (V, B_t) similarities per block of images
         mask_blocks: dict[str, list[Tensor]] = {b: [] for b in branches}

@@ -29,7 +29,7 @@ def test_a_split_is_scored_once_and_another_split_again(tmp_path, monkeypatch):
         return torch.eye(len(dense)).repeat_interleave(5, 1)
 
     monkeypatch.setattr(evaluation, "text_only_sims", fake_sims)
-    monkeypatch.setattr(evaluation, "_BOUNDS", {})
+    evaluation._bounds.cache_clear()
     a = _split([f"a {i}" for i in range(10)])
     b = _split([f"b {i}" for i in range(10)])
     first = evaluation.split_bounds(tmp_path, a)

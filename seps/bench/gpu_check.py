@@ -209,6 +209,12 @@ def run_kernels(device: str, small: bool, log: Log, save: Save) -> dict[str, Any
 FIRST_LOSS_RTOL = 0.01
 
 
+def _force_block_mode(head: Any, mode: str) -> None:
+    """Make the :class:`seps.head.SEPSHead` ``head`` align as
+    :func:`seps.head_steps.block_mode` ``mode`` says, whatever its device."""
+    head._block_mode = lambda n, device: mode
+
+
 def _train_model(preset: str, small: bool, device: str) -> Any:
     from transformers import BertConfig
 
@@ -270,8 +276,7 @@ def train_preset(
     _peak_reset(device)
     t_build = time.perf_counter()
     model = _train_model(preset, small, device)
-    mode = "all" if blocks else "none"
-    model.cross_net._block_mode = lambda n, device: mode
+    _force_block_mode(model.cross_net, "all" if blocks else "none")
     build_s = time.perf_counter() - t_build
     cfg = model.config
     step = TrainStep(model, 1, frozen=False)
@@ -433,15 +438,15 @@ def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
 
     # Blocks of images as on a GPU (block_mode "all"), forced so that the CPU run of the
     # check compares two paths too; per_image: one image per alignment call (the A/B).
-    head._block_mode = lambda n, device: "all"
+    _force_block_mode(head, "all")
 
     def per_image(source: str) -> Callable[[], Any]:
         def run() -> Any:
-            head._block_mode = lambda n, device: "none"
+            _force_block_mode(head, "none")
             try:
                 return protocol(source)()
             finally:
-                head._block_mode = lambda n, device: "all"
+                _force_block_mode(head, "all")
 
         return run
 

@@ -9,6 +9,7 @@ metrics (R@1/5/10 both ways, rsum; on COCO 5K also the 1K-fold means), or raises
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
@@ -25,10 +26,6 @@ from ..oracle import headroom, synthetic_seed
 from ..selection import has_cls_token
 from ..train_config import TrainConfig
 from .data import SplitTensors, keep_first_tokens
-
-#: split_bounds' results in this process: every run of a matrix on one seed's data scores
-#: the same split, and the text-only matcher alone took about 5 s a run.
-_BOUNDS: dict[tuple, dict[str, float | None]] = {}
 
 
 class NonFiniteSimilaritiesError(ValueError):
@@ -146,13 +143,24 @@ def split_bounds(data_dir: Path, data: SplitData) -> dict[str, float | None]:
     by the folder and the split's texts and images; the same values either way)."""
     # The synthetic seed too: headroom reads it from the folder's meta.json.
     seed = synthetic_seed(data_dir)
-    key = (str(data_dir), seed, tuple(data.captions), tuple(data.dense), tuple(data.image_ids))
-    if key not in _BOUNDS:
-        sims = text_only_sims(data.captions, data.dense)
-        cpi = data.n_captions // data.n_images
-        _BOUNDS.clear()  # one split at a time: a matrix runs a seed's runs together
-        _BOUNDS[key] = {
-            "text_only_rsum": recall_at_k(sims, cpi)["rsum"],
-            **headroom(data_dir, data.captions, data.image_ids),
-        }
-    return dict(_BOUNDS[key])
+    key = (tuple(data.captions), tuple(data.dense), tuple(data.image_ids))
+    return dict(_bounds(data_dir, seed, *key, data.n_captions // data.n_images))
+
+
+# One split at a time: a matrix runs a seed's runs together, all on the same split, and
+# the text-only matcher alone took about 5 s a run.
+@functools.lru_cache(maxsize=1)
+def _bounds(
+    data_dir: Path,
+    seed: int | None,
+    captions: tuple[str, ...],
+    dense: tuple[str, ...],
+    image_ids: tuple[str, ...],
+    per_image: int,
+) -> dict[str, float | None]:
+    """:func:`split_bounds` of one split (``seed`` only keys the cache)."""
+    sims = text_only_sims(list(captions), list(dense))
+    return {
+        "text_only_rsum": recall_at_k(sims, per_image)["rsum"],
+        **headroom(data_dir, list(captions), list(image_ids)),
+    }
