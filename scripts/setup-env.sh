@@ -11,6 +11,11 @@ cd "$(dirname "$0")/.."
 VENV="${SEPS_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 TORCH_SPEC="${SEPS_TORCH-torch==2.14.1 torchvision==0.29.1}"
+# The CUDA build of torch alone is about 5.5 GB in the venv; pip's wheel cache would
+# hold a second copy of every download, and a CI run once ran out of disk while
+# installing (ENOSPC). SEPS_PIP_CACHE=1 keeps the cache (pip reads any value of
+# PIP_NO_CACHE_DIR, "0" included, as "no cache").
+if [ -z "${SEPS_PIP_CACHE:-}" ]; then export PIP_NO_CACHE_DIR=1; fi
 
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
