@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from seps.bench import gpu_check
+from seps.bench import gpu_check, gpu_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
@@ -86,7 +86,7 @@ def test_failed_step_is_recorded_and_summarised(tmp_path: Path) -> None:
         '<failure message="bad"/></testcase><testcase classname="t" name="c">'
         '<skipped message="no cuda"/></testcase></testsuite></testsuites>'
     )
-    text = gpu_check.write_summary(tmp_path, work)
+    text = gpu_summary.write_summary(tmp_path, work)
     assert "| train | FAILED | 1 |" in text and "| eval | TIMEOUT | 124 |" in text
     assert "skipped: t::c no cuda" in text
     assert "RuntimeError: boom" in text and "PARTIAL" in text
