@@ -386,3 +386,40 @@ def test_exact_ties_select_the_same_patches(preset: str) -> None:
     torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-5, rtol=1e-5)
     for b in outs[0][1]:
         torch.testing.assert_close(outs[1][1][b], outs[0][1][b], atol=1e-6, rtol=0)
+
+
+_HEAP_LOOP = """
+import torch
+from seps.kernels.compiled import compiled_ops
+from seps.selection import weighted_softmax
+torch.set_num_threads(2)
+softmax = compiled_ops().extra_weights
+g = torch.Generator().manual_seed(0)
+for shape in [(4, 4, 36), (64, 64, 35), (64, 64, 36), (8, 3, 36), (1, 7, 36)]:
+    for _ in range(40):
+        x = torch.randn(shape, generator=g)
+        w = (torch.rand(shape, generator=g) > 0.5).float()
+        torch.testing.assert_close(softmax(x, w), weighted_softmax(x, w), atol=1e-6, rtol=1e-5)
+print("heap intact")
+"""
+
+
+@pytest.mark.parametrize("path", ["native", "portable"])
+def test_compiled_weighted_softmax_is_right_on_both_float_paths(path: str) -> None:
+    """The compiled selection softmax on 2 CPU threads with symbolic sizes, in a child
+    process (a corrupted heap aborts the process that holds it), equals the eager
+    function. With Inductor's vectorised C++ (torch 2.14.1) the loop died with ``double
+    free or corruption`` on the native path, and under ``cpp.dynamic_threads`` it gave
+    wrong weights on the portable one (:mod:`seps.kernels.compiled`)."""
+    if (reason := unavailable_reason("compiled")) is not None:
+        pytest.skip(reason)
+    from seps.float_path import ENV_VAR, FLOAT_PATHS
+    from seps.provenance import CPU_ENV_OVERRIDES
+
+    env = {k: v for k, v in os.environ.items() if k not in CPU_ENV_OVERRIDES}
+    env.update({ENV_VAR: path, **FLOAT_PATHS[path], "OMP_NUM_THREADS": "2"})
+    proc = subprocess.run(
+        [sys.executable, "-c", _HEAP_LOOP], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "heap intact" in proc.stdout

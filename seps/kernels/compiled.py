@@ -12,6 +12,19 @@ The functions are compiled with ``dynamic=True`` (the text chunk and caption
 lengths vary) on first use; ``torch.compile`` failures (for instance no C++
 compiler on a CPU-only machine) surface as the skip reason of
 :func:`seps.kernels.unavailable_reason`.
+
+On the CPU their C++ is generated without SIMD (Inductor's ``cpp.simdlen = 1``): with
+torch 2.14.1, the vectorised code Inductor writes for ``weighted_softmax`` at symbolic
+sizes on 2 threads is wrong in both ways tried. On the native float path (AVX-512)
+it writes out of bounds: a ``laps`` or ``code`` training step at the ``unimodal`` sizes
+(64 x 64 pairs, 36 patches) aborted the process within its first steps
+(``malloc_consolidate(): invalid chunk size``), and so did a loop of calls at (4, 4,
+36). With ``cpp.dynamic_threads`` that loop ran clean natively but returned wrong
+weights in 39 to 40 of 40 calls per shape on the portable path (AVX2). Scalar C++ ran
+clean and equal to the eager function on both paths. The fusion stays; only the SIMD
+is lost on the CPU, and on CUDA Inductor writes Triton, which the option does not touch.
+``tests/test_kernels.py::test_compiled_weighted_softmax_is_right_on_both_float_paths``
+runs that loop in a child process per float path.
 """
 
 from __future__ import annotations
@@ -26,6 +39,10 @@ from ..alignment import row_col_max
 from ..selection import topk_mask, weighted_softmax
 from .base import KernelOps
 
+#: Inductor options of every compiled hot path (why: the module docstring). The option
+#: only changes the C++ of CPU kernels; CUDA kernels are generated as before.
+OPTIONS: dict[str, Any] = {"cpp.simdlen": 1}
+
 
 def _lazy_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Compile ``fn`` on its first call (importing this module stays cheap)."""
@@ -34,7 +51,7 @@ def _lazy_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any) -> Any:
         if not compiled:
-            compiled.append(torch.compile(fn, dynamic=True, fullgraph=True))
+            compiled.append(torch.compile(fn, dynamic=True, fullgraph=True, options=OPTIONS))
         return compiled[0](*args)
 
     return wrapper
