@@ -129,13 +129,14 @@ def effect_text(row: Row, judged: Judged, family: Family, levels: Mapping[str, s
     if row.frozen:
         return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, not a test)"
     if row.bimodal:
-        return bimodal_text(row, family)
+        return bimodal_text(row, family) + (f"; {row.collapsed}" if row.collapsed else "")
     p = family.p(c)
     text = f"{fmt(c.mean, 1, sign=True)} {ci_text(*holm_interval(c, p))} (n={c.n}, p Holm "
     text += f"{p_value_text(p)})"
     if impact_level(row, levels) and not is_missing(row.base_mean) and row.base_mean:
         text += f"; {fmt(100.0 * c.mean / row.base_mean, 1, sign=True)}% of the baseline's rSum"
-    return text + (f"; {row.at_chance}" if row.at_chance else "")
+    text += f"; {row.at_chance}" if row.at_chance else ""
+    return text + (f"; {row.collapsed}" if row.collapsed else "")
 
 
 def scaled_text(row: Row, judged: Judged) -> str:

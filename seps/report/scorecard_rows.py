@@ -26,6 +26,7 @@ from ..stats import mean_ci
 from .bimodal import Split, bimodal_sides
 from .chance import is_at_chance
 from .claims import Claim
+from .collapse import COLLAPSE_DROP, collapsed
 from .compare import Comparison, compare
 from .frozen import frozen_reason
 from .records import current_records, eval_dense_of, load_results, runs_of
@@ -43,7 +44,9 @@ class Row:
     ``frozen``: why the learned part the switch acts through did not train
     (:mod:`seps.report.frozen`), which makes the row not testable; ``bimodal``: the
     sides of an effect row (variant first) whose seeds split into broken and functional
-    ones (:mod:`seps.report.bimodal`), if any."""
+    ones (:mod:`seps.report.bimodal`), if any; ``collapsed``: which seeds of the two
+    sides ended their training more than 10% below their best validation epoch
+    (:mod:`seps.report.collapse`), if any."""
 
     claim: Claim
     matrix: Matrix
@@ -59,6 +62,7 @@ class Row:
     at_chance: str | None = None
     frozen: str | None = None
     bimodal: tuple[Split, ...] = ()
+    collapsed: str | None = None
 
 
 def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
@@ -114,6 +118,7 @@ def _effect_row(
     mean = sum(paired) / len(paired) if paired else math.nan
     c, seen = compare(var, ref), _observed(protocol, var, ref)
     chance = _at_chance_text({variant: var, base: ref})
+    fell = _collapsed_text({variant: var, base: ref})
     frozen = frozen_reason([ref, var])
     # Both sides over the paired seeds: the seeds the test is on.
     common = sorted(s for s in var if s in ref)
@@ -133,6 +138,25 @@ def _effect_row(
         at_chance=chance,
         frozen=frozen,
         bimodal=bimodal,
+        collapsed=fell,
+    )
+
+
+def _collapsed_text(sides: Mapping[str, Mapping[int, Any]]) -> str | None:
+    """``seeds 0, 2 of `run` collapsed in training (...)`` for each side with such
+    seeds (None: none): their test scores are of weights that training had made worse,
+    so the difference mixes that failure with the switch's effect."""
+    parts = []
+    for run, side in sides.items():
+        seeds = [str(s) for s, r in sorted(side.items()) if collapsed(r.get("history"))]
+        if seeds:
+            n = len(side)
+            parts.append(f"{len(seeds)} of {n} seeds of {code(run)} ({', '.join(seeds)})")
+    if not parts:
+        return None
+    return (
+        f"collapsed in training: {'; '.join(parts)} end more than "
+        f"{round(100 * COLLAPSE_DROP)}% below their best validation epoch"
     )
 
 

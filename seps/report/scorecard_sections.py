@@ -13,6 +13,7 @@ import pandas as pd
 from ..formatting import DASH, code, fmt, fmt_n, is_missing, markdown_table
 from ..stats import MAX_SEEDS
 from .bimodal import BROKEN_FACTOR
+from .collapse import COLLAPSE_DROP
 from .compare import Family
 from .records import machines_line
 from .scorecard_cells import ci_text
@@ -168,6 +169,13 @@ def preamble(
         "seeds has an effect; dropping them would make the test depend on the threshold), "
         "but its verdict ends with `test on a bimodal variant`: its mean and SD mix the "
         "two groups, so its power and interval describe neither.",
+        "",
+        "**Collapsed training.** Where a seed of either side ends its training more than "
+        f"{round(100 * COLLAPSE_DROP)}% below its best validation epoch "
+        "(`seps/report/collapse.py`), the effect cell says which seeds: their test scores "
+        "are of the final weights, so the difference mixes that failure of training with "
+        "the switch's effect, and a verdict on such a row is about the switch as trained "
+        "here (epochs and schedule included), not about the switch alone.",
         "",
     ]
 

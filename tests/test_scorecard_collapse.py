@@ -1,0 +1,67 @@
+"""Collapsed training in the scorecard (seps/report/scorecard_rows.py): an effect row whose
+sides have seeds that ended training more than 10% below their best validation epoch says
+which, since their test scores are of weights that training made worse.
+
+Hand-made records with two-epoch validation curves; nothing trains.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ablation_roots import make_ablation_root
+from test_scorecard import MEASURED, _rows
+from test_scorecard_bimodal import MATRIX, _claim, _record
+
+from seps.report.collapse import COLLAPSE_DROP
+from seps.report.scorecard import write_scorecard
+from seps.report.scorecard_rows import _collapsed_text
+
+#: Validation rSum per epoch and seed; `steady` falls on seeds 0 and 3 by more than 10%.
+CURVES = {
+    "base": [(300.0, 310.0)] * 5,
+    "steady": [(300.0, 150.0), (300.0, 295.0), (300.0, 271.0), (300.0, 120.0), (300.0, 280.0)],
+}
+
+
+def _history(val: tuple[float, float]) -> list[dict[str, Any]]:
+    return [{"epoch": e, "val": {"rsum": v}} for e, v in enumerate(val)]
+
+
+def test_collapsed_text_names_each_sides_falling_seeds():
+    sides = {
+        run: {s: {"history": _history(c)} for s, c in enumerate(CURVES[run])} for run in CURVES
+    }
+    text = _collapsed_text(sides)
+    assert text == (
+        "collapsed in training: 2 of 5 seeds of `steady` (0, 3) end more than 10% below "
+        "their best validation epoch"
+    )
+    assert _collapsed_text({"base": sides["base"]}) is None
+    # Exactly 10% below the best is not a collapse; no validation curve cannot collapse.
+    exact = {0: {"history": _history((300.0, 300.0 * (1 - COLLAPSE_DROP)))}, 1: {"history": []}}
+    assert _collapsed_text({"edge": exact}) is None
+
+
+def test_scorecard_effect_cell_says_which_seeds_collapsed(tmp_path: Path):
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
+    (root / "claims.yaml").write_text(
+        yaml.safe_dump({"claims": [_claim("falls", "steady")]}, sort_keys=False)
+    )
+    folder = tmp_path / "results" / "mini"
+    folder.mkdir(parents=True)
+    for run in CURVES:
+        for s in range(5):
+            record = {**_record(run, s), "history": _history(CURVES[run][s])}
+            (folder / f"{run}-k-{run}-s{s}.json").write_text(json.dumps(record, sort_keys=True))
+    text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
+    measured = _rows(text)["falls"][MEASURED]
+    assert measured.startswith("+0.5 [")  # the paired test is still reported as such
+    assert measured.endswith(
+        "; collapsed in training: 2 of 5 seeds of `steady` (0, 3) end "
+        "more than 10% below their best validation epoch"
+    )
+    assert "**Collapsed training.**" in text
