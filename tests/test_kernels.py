@@ -408,9 +408,11 @@ print("heap intact")
 def test_compiled_weighted_softmax_is_right_on_both_float_paths(path: str) -> None:
     """The compiled selection softmax on 2 CPU threads with symbolic sizes, in a child
     process (a corrupted heap aborts the process that holds it), equals the eager
-    function. With Inductor's vectorised C++ (torch 2.14.1) the loop died with ``double
-    free or corruption`` on the native path, and under ``cpp.dynamic_threads`` it gave
-    wrong weights on the portable one (:mod:`seps.kernels.compiled`)."""
+    function. With Inductor's vectorised C++ (torch 2.14.1) the loop aborted on the
+    native path of an AVX-512 machine (glibc: a double free or a corrupted chunk), and
+    under ``cpp.dynamic_threads`` it gave wrong weights on the portable (AVX2) path; the
+    two cases catch those two settings coming back (on an AVX2-only machine both run the
+    same AVX2 code) (:mod:`seps.kernels.compiled`)."""
     if (reason := unavailable_reason("compiled")) is not None:
         pytest.skip(reason)
     from seps.float_path import ENV_VAR, FLOAT_PATHS

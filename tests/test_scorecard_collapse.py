@@ -41,6 +41,13 @@ def test_collapsed_text_names_each_sides_falling_seeds():
         "their best validation epoch"
     )
     assert _collapsed_text({"base": sides["base"]}) is None
+    # n counts the seeds with a curve of 2 epochs or more; both sides joined by "and".
+    short = {**sides["steady"], 5: {"history": _history((300.0, 100.0))[:1]}}
+    fell = {0: {"history": _history((300.0, 100.0))}, 1: {"history": _history((300.0, 300.0))}}
+    assert _collapsed_text({"steady": short, "base": fell}) == (
+        "collapsed in training: 2 of 5 seeds of `steady` (0, 3) and 1 of 2 seeds of `base` "
+        "(0) end more than 10% below their best validation epoch"
+    )
     # Exactly 10% below the best is not a collapse; no validation curve cannot collapse.
     exact = {0: {"history": _history((300.0, 300.0 * (1 - COLLAPSE_DROP)))}, 1: {"history": []}}
     assert _collapsed_text({"edge": exact}) is None
@@ -65,3 +72,27 @@ def test_scorecard_effect_cell_says_which_seeds_collapsed(tmp_path: Path):
         "more than 10% below their best validation epoch"
     )
     assert "**Collapsed training.**" in text
+
+
+def test_bimodal_cell_keeps_the_collapse_note(tmp_path: Path):
+    """The bimodal cell (`k of n seeds functional`) still says which seeds collapsed."""
+    from test_scorecard_bimodal import RSUM
+
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
+    (root / "claims.yaml").write_text(
+        yaml.safe_dump({"claims": [_claim("breaks", "flaky")]}, sort_keys=False)
+    )
+    folder = tmp_path / "results" / "mini"
+    folder.mkdir(parents=True)
+    for run in ("base", "flaky"):
+        for s in range(len(RSUM[run])):
+            curve = (300.0, 30.0) if (run, s) == ("flaky", 2) else (300.0, 305.0)
+            record = {**_record(run, s), "history": _history(curve)}
+            (folder / f"{run}-k-{run}-s{s}.json").write_text(json.dumps(record, sort_keys=True))
+    text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
+    measured = _rows(text)["breaks"][MEASURED]
+    assert "3 of 5 seeds functional" in measured
+    assert measured.endswith(
+        "; collapsed in training: 1 of 5 seeds of `flaky` (2) end more than 10% below "
+        "their best validation epoch"
+    )

@@ -17,9 +17,10 @@ On the CPU their C++ is generated without SIMD (Inductor's ``cpp.simdlen = 1``):
 torch 2.14.1, the vectorised code Inductor writes for ``weighted_softmax`` at symbolic
 sizes on 2 threads is wrong in both ways tried. On the native float path (AVX-512)
 it writes out of bounds: a ``laps`` or ``code`` training step at the ``unimodal`` sizes
-(64 x 64 pairs, 36 patches) aborted the process within its first steps
-(``malloc_consolidate(): invalid chunk size``), and so did a loop of calls at (4, 4,
-36). With ``cpp.dynamic_threads`` that loop ran clean natively but returned wrong
+(64 x 64 pairs, 36 patches) aborted the process within its first steps, and so did a
+loop of calls at (4, 4, 36) (glibc's ``malloc_consolidate(): invalid chunk size``,
+``double free or corruption`` or ``corrupted size vs. prev_size``, by run). With
+``cpp.dynamic_threads`` that loop ran clean natively but returned wrong
 weights in 39 to 40 of 40 calls per shape on the portable path (AVX2). Scalar C++ ran
 clean and equal to the eager function on both paths. The fusion stays; only the SIMD
 is lost on the CPU, and on CUDA Inductor writes Triton, which the option does not touch.

@@ -124,19 +124,20 @@ def effect_text(row: Row, judged: Judged, family: Family, levels: Mapping[str, s
         return f"0.0 (bit-identical on {c.n} seed{'s' if c.n != 1 else ''})"
     if c.blind:
         return f"{DASH} (`{row.variant if c.blind_side == 'variant' else row.baseline}` is {BLIND})"
+    fell = f"; {row.collapsed}" if row.collapsed else ""
     if not c.testable:
-        return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, no CI)"
+        return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, no CI){fell}"
     if row.frozen:
-        return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, not a test)"
+        return f"{fmt(c.mean, 1, sign=True)} (n={c.n}, not a test){fell}"
     if row.bimodal:
-        return bimodal_text(row, family) + (f"; {row.collapsed}" if row.collapsed else "")
+        return bimodal_text(row, family) + fell
     p = family.p(c)
     text = f"{fmt(c.mean, 1, sign=True)} {ci_text(*holm_interval(c, p))} (n={c.n}, p Holm "
     text += f"{p_value_text(p)})"
     if impact_level(row, levels) and not is_missing(row.base_mean) and row.base_mean:
         text += f"; {fmt(100.0 * c.mean / row.base_mean, 1, sign=True)}% of the baseline's rSum"
     text += f"; {row.at_chance}" if row.at_chance else ""
-    return text + (f"; {row.collapsed}" if row.collapsed else "")
+    return text + fell
 
 
 def scaled_text(row: Row, judged: Judged) -> str:

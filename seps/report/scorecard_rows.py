@@ -26,7 +26,7 @@ from ..stats import mean_ci
 from .bimodal import Split, bimodal_sides
 from .chance import is_at_chance
 from .claims import Claim
-from .collapse import COLLAPSE_DROP, collapsed
+from .collapse import COLLAPSE_DROP, collapsed, val_curve
 from .compare import Comparison, compare
 from .frozen import frozen_reason
 from .records import current_records, eval_dense_of, load_results, runs_of
@@ -118,10 +118,12 @@ def _effect_row(
     mean = sum(paired) / len(paired) if paired else math.nan
     c, seen = compare(var, ref), _observed(protocol, var, ref)
     chance = _at_chance_text({variant: var, base: ref})
-    fell = _collapsed_text({variant: var, base: ref})
     frozen = frozen_reason([ref, var])
     # Both sides over the paired seeds: the seeds the test is on.
     common = sorted(s for s in var if s in ref)
+    fell = _collapsed_text(
+        {r: {s: side[s] for s in common} for r, side in ((variant, var), (base, ref))}
+    )
     bimodal = bimodal_sides(
         {r: {s: side[s] for s in common} for r, side in ((variant, var), (base, ref))}
     )
@@ -143,19 +145,24 @@ def _effect_row(
 
 
 def _collapsed_text(sides: Mapping[str, Mapping[int, Any]]) -> str | None:
-    """``seeds 0, 2 of `run` collapsed in training (...)`` for each side with such
-    seeds (None: none): their test scores are of weights that training had made worse,
-    so the difference mixes that failure with the switch's effect."""
+    """``collapsed in training: k of n seeds of `run` (0, 2) end more than 10% below their
+    best validation epoch`` for each side with such seeds, sides joined by ``and`` (None:
+    none). ``n`` counts the side's seeds with a validation curve of at least 2 epochs
+    (the seeds that could collapse); pass the paired seeds only. Their test scores are of
+    weights that training had made worse, so the difference mixes that failure with the
+    switch's effect."""
     parts = []
     for run, side in sides.items():
-        seeds = [str(s) for s, r in sorted(side.items()) if collapsed(r.get("history"))]
+        checked = {s: r for s, r in sorted(side.items()) if len(val_curve(r.get("history"))) >= 2}
+        seeds = [str(s) for s, r in checked.items() if collapsed(r.get("history"))]
         if seeds:
-            n = len(side)
-            parts.append(f"{len(seeds)} of {n} seeds of {code(run)} ({', '.join(seeds)})")
+            parts.append(
+                f"{len(seeds)} of {len(checked)} seeds of {code(run)} ({', '.join(seeds)})"
+            )
     if not parts:
         return None
     return (
-        f"collapsed in training: {'; '.join(parts)} end more than "
+        f"collapsed in training: {' and '.join(parts)} end more than "
         f"{round(100 * COLLAPSE_DROP)}% below their best validation epoch"
     )
 

@@ -172,7 +172,8 @@ def preamble(
         "",
         "**Collapsed training.** Where a seed of either side ends its training more than "
         f"{round(100 * COLLAPSE_DROP)}% below its best validation epoch "
-        "(`seps/report/collapse.py`), the effect cell says which seeds: their test scores "
+        "(`seps/report/collapse.py`), the effect cell of a row with a paired difference says "
+        "which of the paired seeds: their test scores "
         "are of the final weights, so the difference mixes that failure of training with "
         "the switch's effect, and a verdict on such a row is about the switch as trained "
         "here (epochs and schedule included), not about the switch alone.",
