@@ -53,18 +53,24 @@ def test_collapsed_text_names_each_sides_falling_seeds():
     assert _collapsed_text({"edge": exact}) is None
 
 
-def test_scorecard_effect_cell_says_which_seeds_collapsed(tmp_path: Path):
+def _scorecard_with_curves(tmp_path: Path, claim: str, variant: str, curves) -> str:
+    """The scorecard of one claim on ``base`` and ``variant`` (5 seeds each, records of
+    the bimodal tests), each record's validation curve ``curves(run, seed)``."""
     root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
     (root / "claims.yaml").write_text(
-        yaml.safe_dump({"claims": [_claim("falls", "steady")]}, sort_keys=False)
+        yaml.safe_dump({"claims": [_claim(claim, variant)]}, sort_keys=False)
     )
     folder = tmp_path / "results" / "mini"
     folder.mkdir(parents=True)
-    for run in CURVES:
+    for run in ("base", variant):
         for s in range(5):
-            record = {**_record(run, s), "history": _history(CURVES[run][s])}
+            record = {**_record(run, s), "history": _history(curves(run, s))}
             (folder / f"{run}-k-{run}-s{s}.json").write_text(json.dumps(record, sort_keys=True))
-    text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
+    return write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
+
+
+def test_scorecard_effect_cell_says_which_seeds_collapsed(tmp_path: Path):
+    text = _scorecard_with_curves(tmp_path, "falls", "steady", lambda r, s: CURVES[r][s])
     measured = _rows(text)["falls"][MEASURED]
     assert measured.startswith("+0.5 [")  # the paired test is still reported as such
     assert measured.endswith(
@@ -76,21 +82,13 @@ def test_scorecard_effect_cell_says_which_seeds_collapsed(tmp_path: Path):
 
 def test_bimodal_cell_keeps_the_collapse_note(tmp_path: Path):
     """The bimodal cell (`k of n seeds functional`) still says which seeds collapsed."""
-    from test_scorecard_bimodal import RSUM
 
-    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
-    (root / "claims.yaml").write_text(
-        yaml.safe_dump({"claims": [_claim("breaks", "flaky")]}, sort_keys=False)
-    )
-    folder = tmp_path / "results" / "mini"
-    folder.mkdir(parents=True)
-    for run in ("base", "flaky"):
-        for s in range(len(RSUM[run])):
-            curve = (300.0, 30.0) if (run, s) == ("flaky", 2) else (300.0, 305.0)
-            record = {**_record(run, s), "history": _history(curve)}
-            (folder / f"{run}-k-{run}-s{s}.json").write_text(json.dumps(record, sort_keys=True))
-    text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
-    measured = _rows(text)["breaks"][MEASURED]
+    def curves(run: str, seed: int) -> tuple[float, float]:
+        return (300.0, 30.0) if (run, seed) == ("flaky", 2) else (300.0, 305.0)
+
+    measured = _rows(_scorecard_with_curves(tmp_path, "breaks", "flaky", curves))["breaks"][
+        MEASURED
+    ]
     assert "3 of 5 seeds functional" in measured
     assert measured.endswith(
         "; collapsed in training: 1 of 5 seeds of `flaky` (2) end more than 10% below "
