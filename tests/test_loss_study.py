@@ -79,7 +79,7 @@ def _series(results: Path, reports: Path) -> dict:
 def test_report_and_every_plot_exist(study):
     results, reports = study
     records = _records(results)
-    assert len(records) == 41 and all(r["status"] == "done" for r in records)
+    assert len(records) == 42 and all(r["status"] == "done" for r in records)
     md = (reports / "loss-study.md").read_text()
     for heading in ("## Loss study", "Table 1: ratio constraint", "Table 2: alignment losses"):
         assert heading in md

@@ -27,6 +27,7 @@ from .loss_records import (
     align_rows,
     is_align_variant,
     mean_keep,
+    ratio_part,
     steps,
 )
 
@@ -63,11 +64,9 @@ def _step_means(
 
 def _ratio_part(done: pd.DataFrame, decision: str, crit: str) -> pd.DataFrame:
     form = "off" if crit == "off" else PLOT_FORM
+    done = ratio_part(done)
     return done[
-        (done["align_loss"] == "triplet")
-        & (done["decision"] == decision)
-        & (done["criterion"] == crit)
-        & (done["form"] == form)
+        (done["decision"] == decision) & (done["criterion"] == crit) & (done["form"] == form)
     ]
 
 
@@ -179,7 +178,8 @@ def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     (keep ratio, per-branch loss term) of every recorded step of the ``separate`` runs.
     Under CE the curve is a staircase: ratios inside the target class cost the same,
     ratios across a class boundary differ sharply."""
-    part = done[(done["align_loss"] == "triplet") & (done["form"] == PLOT_FORM)]
+    part = ratio_part(done)
+    part = part[part["form"] == PLOT_FORM] if len(part) else part
     if part.empty:
         path.unlink(missing_ok=True)
         return {}
@@ -239,7 +239,7 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
     for row in rows:
-        sel = part[part["align_loss"] == row["align_loss"]]
+        sel = part[part["align_cell"] == row["align_loss"]]
         x, y = _step_means(sel, lambda r: r.get("align"))
         first = next((v for v in y if v), 1.0)
         ax1.plot(x, [v / first for v in y], linewidth=1.1, label=row["align_loss"])

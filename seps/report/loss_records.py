@@ -10,6 +10,7 @@ of :mod:`seps.report.loss_study` and :mod:`seps.report.loss_plots`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..ablations import AblationError, load_profile
 from ..config import CHOICES, get_config
 from ..stats import mean_ci
+from ..train_config import TrainConfig
 from .records import dense_pair
 
 #: Ratio criteria of the study, ``off`` meaning ``ratio_loss=off``.
@@ -26,6 +29,13 @@ CRITERIA = ("mse", "l1", "ce", "off")
 DECISIONS = CHOICES["decision"]
 FORMS = ("unified", "separate", "eq7")
 ALIGN_LOSSES = CHOICES["align_loss"]
+#: Table 2's label for ``align_loss=triplet`` when the hardest negative never starts
+#: (``max_violation_from`` at or past the last epoch, as in the ``unimodal`` profile):
+#: the same training as ``triplet_sum``, not the official schedule, which keeps the
+#: label ``triplet``.
+SUMMED_TRIPLET = "triplet, summed every epoch"
+#: Table 2's rows, in order.
+ALIGN_CELLS = ("triplet", SUMMED_TRIPLET, *(k for k in ALIGN_LOSSES if k != "triplet"))
 #: The form the plots and seed 000's claim are read on: the paper text's form, one keep
 #: ratio per mask.
 PLOT_FORM = "separate"
@@ -73,11 +83,63 @@ def completed_runs(cur: pd.DataFrame) -> pd.DataFrame:
     done["criterion"] = [criterion_of(h) for h in done["head_config"]]
     done["form"] = [h.get("ratio_loss") for h in done["head_config"]]
     done["align_loss"] = [h.get("align_loss", "triplet") for h in done["head_config"]]
+    trains = [t if isinstance(t, Mapping) else {} for t in done["train_config"]]
+    done["align_cell"] = [
+        _align_cell(kind, t) for kind, t in zip(done["align_loss"], trains, strict=True)
+    ]
+    done["profile_schedule"] = [
+        _switch_epoch(t)
+        == _switch_epoch({**t, "max_violation_from": _profile_hardest_from(str(p))})
+        for t, p in zip(trains, done["profile"], strict=True)
+    ]
     done["ratio_weight"] = [
         float(h.get("ratio_weight", PAPER_RATIO_WEIGHT)) for h in done["head_config"]
     ]
     done["scaled"] = [w != PAPER_RATIO_WEIGHT for w in done["ratio_weight"]]
     return done
+
+
+def _hardest_from(train: Mapping[str, Any]) -> int:
+    return int(train.get("max_violation_from", TrainConfig.max_violation_from))
+
+
+def _switch_epoch(train: Mapping[str, Any]) -> int:
+    """The epoch the hardest negative starts, ``epochs`` when it never does: two runs
+    with the same value train the same schedule (2 and 99 at 2 epochs)."""
+    return min(_hardest_from(train), int(train.get("epochs", TrainConfig.epochs)))
+
+
+@functools.cache
+def _profile_hardest_from(profile: str) -> int:
+    """``max_violation_from`` of the profile's own runs (TrainConfig's default for a
+    profile this checkout does not define)."""
+    try:
+        train = load_profile(profile).train
+    except AblationError:
+        train = {}
+    return _hardest_from(train)
+
+
+def _align_cell(kind: str, train: Mapping[str, Any]) -> str:
+    """Table 2's row of a run: its ``align_loss``, except that a ``triplet`` set on
+    purpose to never start the hardest negative (``max_violation_from`` moved off its
+    default to at or past the last epoch, as the ``unimodal`` profile does) is
+    :data:`SUMMED_TRIPLET`. A one-epoch run at the default (``smoke``) keeps
+    ``triplet``: it is the official schedule cut short, not a choice to sum."""
+    hardest = _hardest_from(train)
+    moved = hardest != TrainConfig.max_violation_from
+    if kind == "triplet" and moved and hardest >= int(train.get("epochs", TrainConfig.epochs)):
+        return SUMMED_TRIPLET
+    return kind
+
+
+def ratio_part(done: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the ratio grid: the ``triplet`` runs at the profile's own schedule
+    (not ``align/official-schedule``, which differs from the paper default only by
+    the schedule where the profile sums in every epoch)."""
+    if done.empty:
+        return done
+    return done[(done["align_loss"] == "triplet") & done["profile_schedule"]]
 
 
 def at_paper_weight(done: pd.DataFrame) -> pd.DataFrame:
@@ -138,15 +200,15 @@ def _per_seed(sel: pd.DataFrame) -> dict[str, Any]:
 
 
 def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per (decision, criterion, form, weight) of the ratio part (official
-    triplet), each decision's cells at the paper's weight first, then its scaled cells
-    (``scaled`` True, by weight): ``weight``, ``seeds``, ``target``, ``keep_final``,
-    ``ratio_min``/``ratio_max``, ``ratio_grad_max``, ``ratio_grad_initial`` (the first
-    step's, mean over seeds), ``selector_grad_mean``, ``rsum`` (mean, CI, n),
-    ``rsum_by_seed``, ``by_seed`` (the record rows) and ``dense`` (their dense-caption
-    protocols, ``varies`` if mixed)."""
+    """One row per (decision, criterion, form, weight) of the ratio part (the
+    profile's triplet schedule, :func:`ratio_part`), each decision's cells at the
+    paper's weight first, then its scaled cells (``scaled`` True, by weight):
+    ``weight``, ``seeds``, ``target``, ``keep_final``, ``ratio_min``/``ratio_max``,
+    ``ratio_grad_max``, ``ratio_grad_initial`` (the first step's, mean over seeds),
+    ``selector_grad_mean``, ``rsum`` (mean, CI, n), ``rsum_by_seed``, ``by_seed`` (the
+    record rows) and ``dense`` (their dense-caption protocols, ``varies`` if mixed)."""
     rows = []
-    part = done[done["align_loss"] == "triplet"] if len(done) else done
+    part = ratio_part(done)
     for decision in DECISIONS:
         for scaled in (False, True):
             for crit in CRITERIA:
@@ -173,14 +235,15 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per alignment loss (paper preset's ratio setting): ``align_loss``,
-    ``seeds``, ``rsum``, ``rsum_by_seed``, ``by_seed``, ``dense`` and ``run_ids``."""
+    """One row per alignment cell of :data:`ALIGN_CELLS` (paper preset's ratio
+    setting): ``align_loss`` (the cell's label), ``seeds``, ``rsum``, ``rsum_by_seed``,
+    ``by_seed``, ``dense`` and ``run_ids``."""
     rows = []
     if done.empty:
         return rows
     part = done[[is_align_variant(h) for h in done["head_config"]]]
-    for kind in ALIGN_LOSSES:
-        sel = part[part["align_loss"] == kind]
+    for kind in ALIGN_CELLS:
+        sel = part[part["align_cell"] == kind]
         if sel.empty:
             continue
         rows.append(
@@ -195,18 +258,21 @@ def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "ALIGN_CELLS",
     "ALIGN_LOSSES",
     "CRITERIA",
     "DECISIONS",
     "FORMS",
     "PAPER_RATIO_WEIGHT",
     "PLOT_FORM",
+    "SUMMED_TRIPLET",
     "align_rows",
     "at_paper_weight",
     "completed_runs",
     "criterion_of",
     "is_align_variant",
     "mean_keep",
+    "ratio_part",
     "ratio_rows",
     "steps",
 ]

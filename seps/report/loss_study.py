@@ -39,6 +39,7 @@ from .loss_records import (
     DECISIONS,
     FORMS,
     PLOT_FORM,
+    SUMMED_TRIPLET,
     align_rows,
     at_paper_weight,
     completed_runs,
@@ -106,7 +107,10 @@ def comparisons(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> Comp
         out["hardest-infonce",] = compare(h["by_seed"], n["by_seed"])
     if "triplet" in by:
         for kind, row in by.items():
-            if kind != "triplet":
+            # The summed-every-epoch triplet is triplet_sum's training under another
+            # name: one test of it, not two.
+            same_as_sum = kind == SUMMED_TRIPLET and "triplet_sum" in by
+            if kind != "triplet" and not same_as_sum:
                 out["vs-triplet", kind] = compare(row["by_seed"], by["triplet"]["by_seed"])
     return out
 
@@ -351,6 +355,15 @@ def ratio_table(rows: list[dict[str, Any]], dense_column: bool = False) -> str:
     return markdown_table(body, headers)
 
 
+def _untested(kind: str, arows: list[dict[str, Any]]) -> str:
+    """Table 2's Δ cell of a row with no comparison of its own."""
+    if kind == "triplet":
+        return "baseline"
+    if kind == SUMMED_TRIPLET and any(r["align_loss"] == "triplet_sum" for r in arows):
+        return "the training of triplet_sum (one test, on that row)"
+    return DASH
+
+
 def align_table(
     arows: list[dict[str, Any]], family: Family | None = None, dense_column: bool = False
 ) -> str:
@@ -362,7 +375,7 @@ def align_table(
     for r in arows:
         d = comps.get(("vs-triplet", r["align_loss"]))
         dense = [r["dense"]] if dense_column else []
-        delta = _diff_text(d, family) if d else "baseline" if r["align_loss"] == "triplet" else DASH
+        delta = _diff_text(d, family) if d else _untested(r["align_loss"], arows)
         body.append([r["align_loss"], *dense, r["seeds"], _ci(r["rsum"]), delta])
     headers = ["alignment loss", "seeds", "rSum", "Δ rSum vs triplet (official)"]
     if dense_column:
@@ -460,7 +473,7 @@ def _profile_section(
             "`ratio_weight × L_ratio` alone with respect to the score predictor's parameters "
             "(exactly 0 when the ratio loss has no graph); 'initial ratio grad': the same "
             "at the first step, mean over seeds. 'mean predictor grad': the whole "
-            "loss's gradient there. Alignment loss: official triplet schedule. A criterion "
+            "loss's gradient there. Alignment loss: the profile's triplet schedule. A criterion "
             "shown with a weight is run at the `ratio_weight` that gives it MSE's initial "
             "gradient norm in the same form (`seps-bench ratio-scale`), so it is compared "
             "with MSE at equal scale.",
