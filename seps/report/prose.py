@@ -413,8 +413,11 @@ def other_lines(
             )
         if not superseded.empty:
             lines.append(
-                "- Superseded by a newer record of the same run, profile and seed (the "
-                "run's config changed): " + ", ".join(code(f) for f in superseded["file"]) + "."
+                "- Superseded by a newer record of the same run, profile and seed, or "
+                "made under an earlier definition of the matrix or profile (a field they "
+                "set has another value now; the run waits to be made again): "
+                + ", ".join(code(f) for f in superseded["file"])
+                + "."
             )
         lines.append("")
     return lines

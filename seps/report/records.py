@@ -21,6 +21,7 @@ from ..formatting import fmt_n, is_missing
 from ..machine_load import was_busy
 from ..provenance import UNRECORDED_CPU, cpu_label
 from ..store import RECORD_NAME, RecordError, scan_records
+from .definition import off_definition
 
 #: The six recalls in the paper's column order, then their sum.
 RECALLS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
@@ -282,20 +283,32 @@ def runs_of(df: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
     return df[df["run_id"].isin([r.id for r in matrix.runs])] if len(df) else df
 
 
-def current_records(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def current_records(
+    df: pd.DataFrame, matrix: Matrix | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(current, superseded): one record per (profile, run_id, seed), the latest started.
 
     Two records for the same run and seed exist when its resolved config changed between
     invocations (a new key); the newer one is what the matrix means now. Ties on the
-    start time fall back to the file name, so the choice is deterministic.
+    start time fall back to the file name, so the choice is deterministic. With
+    ``matrix``, a record that stores another value than the matrix and its profile now
+    define (:func:`seps.report.definition.off_definition`) is superseded even when no
+    newer record replaces it: a run not yet made again under a changed definition has
+    no current record.
     """
     if df.empty:
         return df, df.iloc[0:0]
+    stale = df.iloc[0:0]
+    if matrix is not None:
+        off = off_definition(df, matrix)
+        stale, df = df[off], df[~off]
     order = df.assign(_started=pd.to_numeric(df["started"], errors="coerce").fillna(-math.inf))
     order = order.sort_values(["profile", "run_id", "seed", "_started", "file"], kind="stable")
     last = ~order.duplicated(["profile", "run_id", "seed"], keep="last")
     cur = order[last].drop(columns="_started")
     old = order[~last].drop(columns="_started")
+    if len(stale):
+        old = pd.concat([old, stale]) if len(old) else stale
     key = ["profile", "run_id", "seed", "file"]
     return (
         cur.sort_values(key, kind="stable").reset_index(drop=True),

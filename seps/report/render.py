@@ -88,7 +88,7 @@ class ReportData:
     @classmethod
     def of(cls, matrix: Matrix, records: pd.DataFrame) -> ReportData:
         """The report data of ``matrix`` from a frame of :func:`load_results`."""
-        current, superseded = current_records(runs_of(records, matrix))
+        current, superseded = current_records(runs_of(records, matrix), matrix)
         # A record names its matrix; only records of this one enter the statistics (the
         # others, copied into the folder by hand, are still counted and listed).
         own = current[current["matrix"] == matrix.name] if len(current) else current

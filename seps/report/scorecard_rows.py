@@ -70,7 +70,7 @@ def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
     (records naming another matrix, copied there by hand, are left out)."""
     df = load_results(results_dir, matrix.name)
     df = df[df["matrix"] == matrix.name] if len(df) else df
-    cur, _ = current_records(runs_of(df, matrix))
+    cur, _ = current_records(runs_of(df, matrix), matrix)
     return cur[cur["status"] == "done"].reset_index(drop=True) if len(cur) else cur
 
 

@@ -74,7 +74,7 @@ def summarise(df: pd.DataFrame, matrix: Matrix, family: Family | None = None) ->
     """
     if not df.empty and "matrix" in df:
         df = df[df["matrix"] == matrix.name]
-    cur, _ = current_records(runs_of(df, matrix))
+    cur, _ = current_records(runs_of(df, matrix), matrix)
     return summarise_current(cur, matrix, family)
 
 
