@@ -43,7 +43,8 @@ _NEVER_COMPARED = {*NON_SEMANTIC_TRAIN_FIELDS, *RESULT_NEUTRAL_TRAIN_FIELDS}
 
 
 @functools.cache
-def _profile(name: str) -> Profile | None:
+def defined_profile(name: str) -> Profile | None:
+    """The profile ``name`` as this checkout defines it; ``None`` when it does not."""
     try:
         return load_profile(name)
     except AblationError:
@@ -59,7 +60,7 @@ def _same(stored: Any, expected: Any) -> bool:
 def _expected(matrix: Matrix, run_id: str, profile: str, seed: int) -> tuple | None:
     """((train field, value), ...) and ((head field, value), ...) the definition gives
     ``run_id`` under ``profile`` at ``seed``; ``None`` when it cannot say."""
-    prof = _profile(profile)
+    prof = defined_profile(profile)
     try:
         run = matrix.run(run_id)
     except (KeyError, ValueError, AblationError):
@@ -72,7 +73,8 @@ def _expected(matrix: Matrix, run_id: str, profile: str, seed: int) -> tuple | N
         return None
     fields = (set(prof.train) | set(run.train)) - _NEVER_COMPARED
     train = tuple(sorted((k, getattr(train_cfg, k)) for k in fields))
-    return train, tuple(sorted(head.to_dict().items())), frozenset(prof.head) | set(run.set)
+    head_fields = set(prof.head) | set(run.set)
+    return train, tuple(sorted((k, v) for k, v in head.to_dict().items() if k in head_fields))
 
 
 def _keyed_by_its_config(rec: Mapping[str, Any]) -> bool:
@@ -104,7 +106,7 @@ def _made_by_definition(rec: Mapping[str, Any], matrix: Matrix, cache: dict) -> 
     expected = cache[where]
     if expected is None:
         return True
-    train, head, set_head = expected
+    train, head = expected
     stored_train = rec.get("train_config")
     stored_head = rec.get("head_config")
     if isinstance(stored_train, Mapping):
@@ -113,7 +115,7 @@ def _made_by_definition(rec: Mapping[str, Any], matrix: Matrix, cache: dict) -> 
                 return False
     if isinstance(stored_head, Mapping):
         for k, v in head:
-            if k in set_head and k in stored_head and not _same(stored_head[k], v):
+            if k in stored_head and not _same(stored_head[k], v):
                 return False
     return True
 
@@ -128,4 +130,4 @@ def off_definition(df: pd.DataFrame, matrix: Matrix) -> pd.Series:
     return pd.Series(flags, dtype=bool, index=df.index)
 
 
-__all__ = ["off_definition"]
+__all__ = ["defined_profile", "off_definition"]

@@ -10,7 +10,6 @@ of :mod:`seps.report.loss_study` and :mod:`seps.report.loss_plots`.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ablations import AblationError, load_profile
 from ..config import CHOICES, get_config
 from ..stats import mean_ci
 from ..train_config import TrainConfig
+from .definition import defined_profile
 from .records import dense_pair
 
 #: Ratio criteria of the study, ``off`` meaning ``ratio_loss=off``.
@@ -109,15 +108,11 @@ def _switch_epoch(train: Mapping[str, Any]) -> int:
     return min(_hardest_from(train), int(train.get("epochs", TrainConfig.epochs)))
 
 
-@functools.cache
 def _profile_hardest_from(profile: str) -> int:
     """``max_violation_from`` of the profile's own runs (TrainConfig's default for a
     profile this checkout does not define)."""
-    try:
-        train = load_profile(profile).train
-    except AblationError:
-        train = {}
-    return _hardest_from(train)
+    prof = defined_profile(profile)
+    return _hardest_from(prof.train if prof is not None else {})
 
 
 def _align_cell(kind: str, train: Mapping[str, Any]) -> str:
