@@ -14,7 +14,7 @@ inside this process only, for one of:
 Everything else is SPEC.md's head. The records it writes carry the code version of the
 unpatched code, so write them to a scratch results folder, never to ``results/``.
 
-Usage: ``python scripts/pilot_prior_swap.py negated run controls --profile unimodal
+Usage: ``python scripts/pilot_prior_swap.py negated run controls --profile standard
 --only laps --seeds 0 --results /tmp/pilot --reports /tmp/pilot-rep --set
 train.eval_split=dev``. A diagnostic, not a test.
 """

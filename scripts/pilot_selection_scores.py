@@ -1,7 +1,7 @@
 """Pilot (docs/regime.md): what do a trained run's selection scores pick?
 
 For every finished run under ``RESULTS/_work`` (a ``seps-bench run controls --profile
-unimodal --set train.eval_split=dev`` results folder with frozen backbones, so the cached
+standard --set train.eval_split=dev`` results folder with frozen backbones, so the cached
 evaluation tokens are the backbone's), this recomputes SPEC.md's two parameter-free
 selection scores with the run's *learned* projections on the first 200 dev images, each
 against its own first caption:

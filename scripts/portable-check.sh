@@ -4,7 +4,7 @@
 # `seps-bench same-bits`. The work happens in a scratch folder (default: a new temp dir),
 # so the pinned pretraining build never meets the native one in data/pretrained/.
 #   scripts/portable-check.sh            smoke records only: about a minute
-#   scripts/portable-check.sh --standard also the standard-profile seed-0 records: the
+#   scripts/portable-check.sh --standard also the synth48-profile seed-0 records: the
 #                                        synth-48 pretraining built pinned (about 65 min on
 #                                        the AMD EPYC that made them) and three runs
 #                                        (about 12 min)
@@ -23,7 +23,7 @@ run --profile smoke --results smoke
 status=0
 "$py" -m seps same-bits "$ref/smoke" smoke || status=1
 if [[ $standard == yes ]]; then
-  run --profile standard --seeds 0 --results standard
+  run --profile synth48 --seeds 0 --results standard
   "$py" -m seps same-bits "$ref/results" standard || status=1
 fi
 echo "scratch folder: $work"

@@ -502,7 +502,7 @@ def block_row_col_max(
     The tokens ``A = W x`` are one product per image over all its texts, ``(B * R, N) @
     (N, C)``, with the full weights: the compact form (:class:`KeptWeights`) halves the
     multiply-adds but gathers per pair, and its ``V * B`` tiny batched products made a
-    training step of the ``unimodal`` regime 1.5x slower. The pairs are grouped by the
+    training step of the ``standard`` regime 1.5x slower. The pairs are grouped by the
     words they share, so that the words meet the tokens of all their pairs in one
     product, ``(M, C) @ (C, P * R)``, and the maxima are taken in that product's layout
     ``(G, M, P, R)``: ``S_pw`` is never rearranged per pair. Groups are texts (``P = V``

@@ -278,7 +278,7 @@ def blocked_units(mode: str, units: list[Unit], aggregate: bool) -> list[Unit]:
 
 def blockable(unit: Unit, aggregate: bool) -> bool:
     """Whether :func:`align_block` covers ``unit``: aggregation in the direct order,
-    decided for every caption length (``gram is False``; at the ``unimodal`` regime's
+    decided for every caption length (``gram is False``; at the ``standard`` regime's
     sizes every unit). Other units align image by image (:func:`align_unit`)."""
     return aggregate and unit.gram is False
 
@@ -297,7 +297,7 @@ def align_block(
     products, so the same values within float rounding; the tests hold both to the
     reference loop).
 
-    Why: the training pass of the ``unimodal`` regime (64 x 64 pairs, N = 36, C = 64)
+    Why: the training pass of the ``standard`` regime (64 x 64 pairs, N = 36, C = 64)
     called :func:`align_unit` once per image, a few dozen small operations each, and a
     step was bound by their dispatch (a step of ``laps`` ran about 900 copies and 390
     batched products; issue 42's cost). Here each operation covers every pair of the

@@ -143,7 +143,7 @@ def test_cpu_training_on_large_images_blocks_only_the_units_already_in_the_direc
 def test_small_images_align_image_by_image_unless_every_unit_takes_the_direct_order(
     monkeypatch,
 ):
-    """At most block_patches patches (the ``unimodal`` regime's sizes): all units in
+    """At most block_patches patches (the ``standard`` regime's sizes): all units in
     blocks or none, as before the CPU training step blocked its direct units alone (the
     records' bits depend on it)."""
     import seps.head as head_module

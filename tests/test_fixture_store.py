@@ -1,8 +1,9 @@
 """A committed fixture store regenerates its committed report byte for byte.
 
 ``tests/data/fixture_store/records/`` holds 18 real run records of `seven-differences` at
-the `standard` profile (6 runs x seeds 0-2, their per-step logs thinned to every tenth
-step to keep the files small) and the matrix file they were run from;
+the `synth48` profile (named `standard` when they were made; 6 runs x seeds 0-2, their
+per-step logs thinned to every tenth step to keep the files small) and the matrix file
+they were run from;
 ``expected/seven-differences.md`` is the report they gave. The test regenerates the
 report into a temporary folder and compares bytes, so any change to what a report prints
 for the same records shows up here. After an intended change to the report's text,

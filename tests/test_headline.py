@@ -102,3 +102,18 @@ def test_mixed_code_versions_open_the_block_with_a_banner_naming_them():
     assert "**2 supported**, **1 not detected**." in text and "contradicted" not in text
     one = render_headline(Headline({"supported": 1}, 1, [], [], None, [("aaaa", 1)], []))
     assert one.startswith("Code version aaaa.")
+
+
+def test_rows_of_several_profiles_are_also_counted_per_profile():
+    both = {"supported": 1, "not detected": 2}
+    by_profile = (
+        ("standard", {"supported": 1, "not detected": 0}),
+        ("synth48", {"not detected": 2}),
+    )
+    h = Headline(both, 2, [], [], None, [("aaaa", 3)], [], by_profile=by_profile)
+    text = render_headline(h)
+    line = next(x for x in text.splitlines() if x.startswith("By the profile"))
+    assert "profile `standard`, 1 rows: **1 supported**;" in line
+    assert line.endswith("profile `synth48`, 2 rows: **2 not detected**.")
+    one = Headline(both, 2, [], [], None, [("aaaa", 3)], [], by_profile=by_profile[:1])
+    assert "By the profile" not in render_headline(one)

@@ -1,4 +1,4 @@
-"""Where a profile sums the triplet in every epoch (``unimodal``), the official schedule
+"""Where a profile sums the triplet in every epoch (``standard``), the official schedule
 is its own run (``align/official-schedule``): Table 2 labels the two trainings apart
 and the ratio grid keeps only the profile's schedule."""
 
@@ -22,7 +22,7 @@ def _record(run_id: str, key: str, seed: int, hardest_from: int, rsum: float, **
         "run_id": run_id,
         "key": key,
         "seed": seed,
-        "profile": "unimodal",
+        "profile": "standard",
         "status": "done",
         "rsum": rsum,
         "head_config": head_config,
@@ -66,11 +66,11 @@ def test_ratio_grid_keeps_only_the_profiles_schedule():
 
 
 def test_the_official_schedule_keeps_the_triplet_label_where_the_profile_uses_it():
-    # An old `standard` record (2 epochs, the hardest negative from epoch 1) and a
+    # A `synth48` record (2 epochs, the hardest negative from epoch 1) and a
     # one-epoch `smoke` record at the default: neither chose to sum in every epoch.
     frame = pd.DataFrame(
         [
-            {**_record("align/triplet", "ddd", 0, 1, 200.0), "profile": "standard"},
+            {**_record("align/triplet", "ddd", 0, 1, 200.0), "profile": "synth48"},
             {
                 **_record("align/triplet", "eee", 1, 1, 201.0),
                 "profile": "smoke",

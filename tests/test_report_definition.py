@@ -14,14 +14,14 @@ from seps.report.records import current_records
 
 def _record(run_id: str, seed: int, started: float, **train_changes) -> dict:
     matrix = load_matrix("controls")
-    train_cfg, head = resolve(matrix.run(run_id), load_profile("unimodal"), seed)
+    train_cfg, head = resolve(matrix.run(run_id), load_profile("standard"), seed)
     train_cfg = dataclasses.replace(train_cfg, **train_changes)
     train = train_cfg.to_dict()
     return {
         "key": config_key(train_cfg, head),
         "run_id": run_id,
         "seed": seed,
-        "profile": "unimodal",
+        "profile": "standard",
         "started": started,
         "file": f"{run_id}-{seed}-{started}.json",
         "status": "done",

@@ -16,7 +16,7 @@ compiler on a CPU-only machine) surface as the skip reason of
 On the CPU their C++ is generated without SIMD (Inductor's ``cpp.simdlen = 1``): with
 torch 2.14.1, the vectorised code Inductor writes for ``weighted_softmax`` at symbolic
 sizes on 2 threads is wrong in both ways tried. On the native float path (AVX-512)
-it writes out of bounds: a ``laps`` or ``code`` training step at the ``unimodal`` sizes
+it writes out of bounds: a ``laps`` or ``code`` training step at the ``standard`` sizes
 (64 x 64 pairs, 36 patches) aborted the process within its first steps, and so did a
 loop of calls at (4, 4, 36) (glibc's ``malloc_consolidate(): invalid chunk size``,
 ``double free or corruption`` or ``corrupted size vs. prev_size``, by run). With

@@ -29,6 +29,7 @@ from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
 from .scorecard import impact_levels, paper_rows, scorecard_inputs, verdict_counts
+from .scorecard_judge import claim_families
 from .versions import version_counts
 
 #: The marker lines around the generated block (each alone on its line).
@@ -49,7 +50,10 @@ class Headline:
     mean ± CI) of the differences matrix; ``profile``: the profile of that table;
     ``card_versions`` and ``table_versions``: (code version, record count) of the records
     the counts and the table read, most frequent first; ``current``: this code's version
-    (``None``: not compared)."""
+    (``None``: not compared); ``by_profile``: (profile, its rows' counts) for each profile
+    with rows, rendered when there are several, so that a reader sees which regime each
+    verdict comes from (rows without records have no profile and count only in
+    ``counts``)."""
 
     counts: dict[str, int]
     claims: int
@@ -59,6 +63,11 @@ class Headline:
     card_versions: list[tuple[str, int]]
     table_versions: list[tuple[str, int]]
     current: str | None = None
+    by_profile: tuple[tuple[str, dict[str, int]], ...] = ()
+
+
+def _summary(counts: dict[str, int]) -> str:
+    return ", ".join(f"**{n} {v}**" for v, n in counts.items() if n)
 
 
 def render_headline(h: Headline) -> str:
@@ -85,12 +94,18 @@ def render_headline(h: Headline) -> str:
     elif h.card_versions or h.table_versions:
         lines += [f"Code version {(h.card_versions or h.table_versions)[0][0]}.", ""]
     rows = sum(h.counts.values())
-    summary = ", ".join(f"**{n} {v}**" for v, n in h.counts.items() if n)
     lines += [
         f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims tested "
-        f"in {rows} rows: {summary or 'no rows'}.",
+        f"in {rows} rows: {_summary(h.counts) or 'no rows'}.",
         "",
     ]
+    if len(h.by_profile) > 1:
+        parts = [f"profile `{p}`, {sum(c.values())} rows: {_summary(c)}" for p, c in h.by_profile]
+        lines += [
+            "By the profile whose records a row reads (each verdict holds for its own "
+            "regime only): " + "; ".join(parts) + ".",
+            "",
+        ]
     where = f"profile `{h.profile}`, " if h.profile else ""
     lines += [
         f"**The seven differences** ([reports/{DIFFERENCES_MATRIX}.md]"
@@ -166,7 +181,14 @@ def headline_of(
         current_version=current_version,
     )
     rows = paper_rows(rows)  # the claims' verdicts; the controls are the scorecard's
-    counts = verdict_counts(rows, levels=impact_levels(root))
+    levels = impact_levels(root)
+    counts = verdict_counts(rows, levels=levels)
+    # Each row judged in its claim's family of all rows, as the scorecard judges it.
+    families = claim_families(rows)
+    profiles = sorted({str(r.profile) for r in rows if r.profile is not None})
+    by_profile = tuple(
+        (p, verdict_counts([r for r in rows if r.profile == p], families, levels)) for p in profiles
+    )
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))
     current = data.current
@@ -205,6 +227,7 @@ def headline_of(
         version_counts(card),
         version_counts(read),
         current_version,
+        by_profile,
     )
 
 

@@ -29,7 +29,7 @@ DECISIONS = CHOICES["decision"]
 FORMS = ("unified", "separate", "eq7")
 ALIGN_LOSSES = CHOICES["align_loss"]
 #: Table 2's label for ``align_loss=triplet`` when the hardest negative never starts
-#: (``max_violation_from`` at or past the last epoch, as in the ``unimodal`` profile):
+#: (``max_violation_from`` at or past the last epoch, as in the ``standard`` profile):
 #: the same training as ``triplet_sum``, not the official schedule, which keeps the
 #: label ``triplet``.
 SUMMED_TRIPLET = "triplet, summed every epoch"
@@ -118,7 +118,7 @@ def _profile_hardest_from(profile: str) -> int:
 def _align_cell(kind: str, train: Mapping[str, Any]) -> str:
     """Table 2's row of a run: its ``align_loss``, except that a ``triplet`` set on
     purpose to never start the hardest negative (``max_violation_from`` moved off its
-    default to at or past the last epoch, as the ``unimodal`` profile does) is
+    default to at or past the last epoch, as the ``standard`` profile does) is
     :data:`SUMMED_TRIPLET`. A one-epoch run at the default (``smoke``) keeps
     ``triplet``: it is the official schedule cut short, not a choice to sum."""
     hardest = _hardest_from(train)

@@ -99,10 +99,10 @@ def preamble(
         "retrieval in the claimed direction at this scale, with tiny pretrained backbones), "
         "not about Flickr30K numbers: the claimed sizes come from Flickr30K or COCO with "
         "ViT-Base and BERT-base trained for 30 epochs. The runs of a profile start from "
-        "the pretrained backbones of its recipe: one build (`standard`: the seeds vary the "
+        "the pretrained backbones of its recipe: one build (`synth48`: the seeds vary the "
         "head's initialisation, the data order and the dataset draw, so an interval covers "
         "those and not the pretraining), or, where the profile sets `pretrain_builds: N` "
-        "(`unimodal`), seed s from build s mod N, so that an interval covers the build too. "
+        "(`standard`), seed s from build s mod N, so that an interval covers the build too. "
         'A build differs between CPU types (README, "Across machines").',
         "",
         "**Statistics.** Effect: the paired difference in rSum, variant − baseline, over "
