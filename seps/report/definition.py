@@ -4,11 +4,12 @@ A record's code version says whether the code that made it is this code
 (:mod:`seps.version`); it does not say whether the matrix and profile files still ask
 for the run it holds. When a profile changes (the second-epoch schedule of the profile
 now named `standard`, 2026-11-28) every run of it gets a new key at the same code
-version, and until a run is made again its latest record is one of the old definition. A report that took
-it as current would pair it with a new record of the baseline: two schedules in one
-difference. So a record counts only where every field the definition sets (the
-profile's and the run's train fields, and the head its preset, profile and switches
-give) has the value the record stored; the others are superseded, listed and not used.
+version, and until a run is made again its latest record is one of the old definition. A
+report that took it as current would pair it with a new record of the baseline: two
+schedules in one difference. So a record counts only where every field the definition
+sets (the profile's and the run's train fields, and the head its preset, profile and
+switches give) has the value the record stored; the others are superseded, listed and
+not used.
 
 Fields the definition does not set (the dataset's folder, ``--set`` of a field nobody
 defines) are not compared: a record made with them is the definition's run on other
