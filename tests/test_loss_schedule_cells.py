@@ -1,7 +1,6 @@
 """Where a profile sums the triplet in every epoch (``standard``), the official schedule
 is its own run (``align/official-schedule``): Table 2 labels the two trainings apart
-and the ratio grid keeps only the profile's schedule and the profile's own loss
-(``standard`` trains with InfoNCE, so its ratio grid is the InfoNCE runs)."""
+and the ratio grid keeps only the profile's schedule."""
 
 from __future__ import annotations
 
@@ -39,11 +38,7 @@ def _frame() -> pd.DataFrame:
         # The profile's own schedule (99: never the hardest negative), stored under two
         # run ids with one key, as the matrix stores the paper default.
         rows.append(_record("align/triplet", "aaa", seed, 99, 150.0 + seed))
-        # The profile's own loss (InfoNCE under standard): the ratio grid's runs.
-        rows.append(_record("align/infonce", "fff", seed, 99, 180.0 + seed, align_loss="infonce"))
-        rows.append(
-            _record("ratio/topk/mse/unified", "fff", seed, 99, 180.0 + seed, align_loss="infonce")
-        )
+        rows.append(_record("ratio/topk/mse/unified", "aaa", seed, 99, 150.0 + seed))
         rows.append(_record("align/official-schedule", "bbb", seed, 1, 120.0 + seed))
         rows.append(
             _record("align/triplet_sum", "ccc", seed, 99, 150.0 + seed, align_loss="triplet_sum")
@@ -53,13 +48,13 @@ def _frame() -> pd.DataFrame:
 
 def test_official_schedule_is_table_2s_triplet_row_and_the_profiles_is_labelled_summed():
     rows = {r["align_loss"]: r for r in align_rows(completed_runs(_frame()))}
-    assert set(rows) == {"triplet", SUMMED_TRIPLET, "triplet_sum", "infonce"}
+    assert set(rows) == {"triplet", SUMMED_TRIPLET, "triplet_sum"}
     assert rows["triplet"]["rsum_by_seed"] == {0: 120.0, 1: 121.0}
     assert rows[SUMMED_TRIPLET]["rsum_by_seed"] == {0: 150.0, 1: 151.0}
     assert rows["triplet"]["seeds"] == 2 and rows[SUMMED_TRIPLET]["seeds"] == 2
 
 
-def test_ratio_grid_keeps_only_the_profiles_loss_and_schedule():
+def test_ratio_grid_keeps_only_the_profiles_schedule():
     paper = get_config("paper")
     (cell,) = ratio_rows(completed_runs(_frame()))
     assert (cell["decision"], cell["criterion"], cell["form"]) == (
@@ -67,17 +62,7 @@ def test_ratio_grid_keeps_only_the_profiles_loss_and_schedule():
         paper.ratio_criterion,
         paper.ratio_loss,
     )
-    # the InfoNCE runs (standard's loss), not the summed triplet's 150 and 151
-    assert cell["rsum_by_seed"] == {0: 180.0, 1: 181.0} and cell["seeds"] == 2
-
-
-def test_ratio_grid_of_a_triplet_profile_is_its_triplet_runs():
-    frame = _frame()
-    frame["profile"] = "synth48"
-    # synth48 sets no loss (the preset's triplet) and switches at epoch 1: its own
-    # schedule is the official one, so the grid is the official-schedule triplet run.
-    (cell,) = ratio_rows(completed_runs(frame))
-    assert cell["rsum_by_seed"] == {0: 120.0, 1: 121.0}
+    assert cell["rsum_by_seed"] == {0: 150.0, 1: 151.0} and cell["seeds"] == 2
 
 
 def test_the_official_schedule_keeps_the_triplet_label_where_the_profile_uses_it():

@@ -42,8 +42,6 @@ PLOT_FORM = "separate"
 _PAPER_RATIO = {
     k: getattr(get_config("paper"), k) for k in ("decision", "ratio_loss", "ratio_criterion")
 }
-#: The paper preset's alignment loss: the ratio grid's loss where a profile sets none.
-_PAPER_ALIGN_LOSS = get_config("paper").align_loss
 #: The study's grid runs every criterion at this weight; a run with another
 #: ``ratio_weight`` is a *scaled* cell (the ``.../normalised`` runs: the weight that
 #: gives the criterion the reference's initial gradient norm, ``seps-bench ratio-scale``).
@@ -93,10 +91,6 @@ def completed_runs(cur: pd.DataFrame) -> pd.DataFrame:
         == _switch_epoch({**t, "max_violation_from": _profile_hardest_from(str(p))})
         for t, p in zip(trains, done["profile"], strict=True)
     ]
-    done["profile_loss"] = [
-        kind == _profile_align_loss(str(p))
-        for kind, p in zip(done["align_loss"], done["profile"], strict=True)
-    ]
     done["ratio_weight"] = [
         float(h.get("ratio_weight", PAPER_RATIO_WEIGHT)) for h in done["head_config"]
     ]
@@ -121,15 +115,6 @@ def _profile_hardest_from(profile: str) -> int:
     return _hardest_from(prof.train if prof is not None else {})
 
 
-def _profile_align_loss(profile: str) -> str:
-    """The alignment loss of the profile's own runs of the paper preset: the profile's
-    ``head.align_loss`` where it sets one (``standard``: InfoNCE since 2026-11-28), else
-    the preset's (the triplet)."""
-    prof = defined_profile(profile)
-    head = prof.head if prof is not None else {}
-    return str(head.get("align_loss", _PAPER_ALIGN_LOSS))
-
-
 def _align_cell(kind: str, train: Mapping[str, Any]) -> str:
     """Table 2's row of a run: its ``align_loss``, except that a ``triplet`` set on
     purpose to never start the hardest negative (``max_violation_from`` moved off its
@@ -144,14 +129,12 @@ def _align_cell(kind: str, train: Mapping[str, Any]) -> str:
 
 
 def ratio_part(done: pd.DataFrame) -> pd.DataFrame:
-    """The runs of the ratio grid: those with the profile's own alignment loss (the
-    triplet, or InfoNCE under ``standard``: :func:`_profile_align_loss`) at the profile's
-    own schedule (not ``align/official-schedule``, which differs from the paper default
-    only by the schedule where the profile sums in every epoch), so that the grid never
-    mixes two losses."""
+    """The runs of the ratio grid: the ``triplet`` runs at the profile's own schedule
+    (not ``align/official-schedule``, which differs from the paper default only by
+    the schedule where the profile sums in every epoch)."""
     if done.empty:
         return done
-    return done[done["profile_loss"] & done["profile_schedule"]]
+    return done[(done["align_loss"] == "triplet") & done["profile_schedule"]]
 
 
 def at_paper_weight(done: pd.DataFrame) -> pd.DataFrame:
