@@ -62,3 +62,16 @@ def test_a_record_written_by_hand_is_taken_as_it_is():
     # Its key is not the key of the configs it stores: nothing says which run made it.
     rec = {**_record("laps/untrained", 0, 1.0, max_violation_from=1), "key": "k0"}
     assert list(off_definition(pd.DataFrame([rec]), load_matrix("controls"))) == [False]
+
+
+def test_a_record_of_the_profiles_earlier_loss_is_superseded():
+    # The standard profile sets head.align_loss (InfoNCE since 2026-11-28): a laps record
+    # made under the summed triplet before that is another definition's run.
+    rec = _record("laps", 0, 1.0)
+    head = {**rec["head_config"], "align_loss": "triplet"}
+    earlier = {**rec, "head_config": head, "started": 0.5, "file": "laps-0-0.5.json"}
+    train_cfg, head_cfg = resolve(load_matrix("controls").run("laps"), load_profile("standard"), 0)
+    earlier["key"] = config_key(train_cfg, dataclasses.replace(head_cfg, align_loss="triplet"))
+    frame = pd.DataFrame([rec, earlier])
+    assert rec["head_config"]["align_loss"] == "infonce"
+    assert list(off_definition(frame, load_matrix("controls"))) == [False, True]
