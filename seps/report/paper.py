@@ -19,7 +19,7 @@ import pandas as pd
 import yaml
 
 from ..ablations import Matrix, RunSpec, default_root, packaged_root
-from ..config import PRESETS
+from ..config import PRESETS, get_config
 from ..formatting import DASH, fmt, fmt_ci, is_missing, markdown_table
 from .records import DENSE_COLUMN, LABELS, METRICS, profiles
 from .summary import delta_text, variant_text
@@ -131,6 +131,10 @@ def paper_reference(
         text = f"{level} ({scale[level]})" if level in scale else level
         return PaperRef("impact", "claimed_impacts", {}, text)
     keys = set(run.set)
+    # A run that sets its preset's own alignment loss (the triplet, where a profile's
+    # default is another loss: `standard` trains InfoNCE) is still the paper's setting.
+    if "align_loss" in keys and run.set["align_loss"] == get_config(run.preset).align_loss:
+        keys.discard("align_loss")
     if run.preset == "paper" and not run.train and keys == {"sparse_ratio"}:
         for row in _rows(figures, "selection_ratio"):
             if _close(row.get("rho"), run.set["sparse_ratio"]):
