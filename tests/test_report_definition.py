@@ -12,10 +12,13 @@ from seps.report.definition import off_definition
 from seps.report.records import current_records
 
 
-def _record(run_id: str, seed: int, started: float, **train_changes) -> dict:
+def _record(
+    run_id: str, seed: int, started: float, head_changes: dict | None = None, **train_changes
+) -> dict:
     matrix = load_matrix("controls")
     train_cfg, head = resolve(matrix.run(run_id), load_profile("standard"), seed)
     train_cfg = dataclasses.replace(train_cfg, **train_changes)
+    head = dataclasses.replace(head, **(head_changes or {}))
     train = train_cfg.to_dict()
     return {
         "key": config_key(train_cfg, head),
@@ -68,10 +71,7 @@ def test_a_record_of_the_profiles_earlier_loss_is_superseded():
     # The standard profile sets head.align_loss (InfoNCE since 2026-11-28): a laps record
     # made under the summed triplet before that is another definition's run.
     rec = _record("laps", 0, 1.0)
-    head = {**rec["head_config"], "align_loss": "triplet"}
-    earlier = {**rec, "head_config": head, "started": 0.5, "file": "laps-0-0.5.json"}
-    train_cfg, head_cfg = resolve(load_matrix("controls").run("laps"), load_profile("standard"), 0)
-    earlier["key"] = config_key(train_cfg, dataclasses.replace(head_cfg, align_loss="triplet"))
+    earlier = _record("laps", 0, 0.5, head_changes={"align_loss": "triplet"})
     frame = pd.DataFrame([rec, earlier])
     assert rec["head_config"]["align_loss"] == "infonce"
     assert list(off_definition(frame, load_matrix("controls"))) == [False, True]
