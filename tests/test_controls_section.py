@@ -17,6 +17,7 @@ import yaml
 from ablation_roots import make_ablation_root
 
 from seps.report.claims import load_claim_file
+from seps.report.headline import BEGIN, END, write_headline
 from seps.report.render import write_report
 from seps.report.scorecard import write_scorecard
 from seps.store import SCHEMA
@@ -323,3 +324,25 @@ def test_the_controls_report_shows_the_scorecards_controls_section(env, tmp_path
     path = write_report("controls", env["results"], tmp_path / "reports", env["root"])
     report = path.read_text()
     assert "## Controls: can this instrument see?\n" + section.rstrip("\n") in report
+
+
+def test_the_readme_headline_states_each_control_as_the_scorecard_judges_it(tmp_path):
+    # The README's generated block names every control's state, from the same judging
+    # as the scorecard's section: nothing about the controls is typed by hand.
+    fixture = REPO / "tests" / "data" / "fixture_store" / "seven-differences.yaml"
+    matrices = {"controls": MATRIX, "seven-differences": yaml.safe_load(fixture.read_text())}
+    root = make_ablation_root(tmp_path / "ablations", matrices)
+    (root / "claims.yaml").write_text(
+        yaml.safe_dump({"claims": _repository_controls()}, sort_keys=False)
+    )
+    rsum = {k: v for k, v in RSUM.items() if k != "laps/planted-noise"}
+    _write_records(tmp_path / "results", {**rsum, "laps/selection=oracle": 260.0})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{BEGIN}\n{END}\n")
+    write_headline(readme, tmp_path / "results", root)
+    line = next(x for x in readme.read_text().splitlines() if x.startswith("**Controls**"))
+    assert "(reports/README.md#controls-can-this-instrument-see)" in line
+    assert "**3 of 5 hold**: `learns` holds; `selection-matters` fails (" in line
+    assert "fails (detected with the wrong sign); `dense-matters` holds; " in line
+    assert "`planted-effect` not judged (no records); " in line
+    assert line.endswith("`negative-control` holds.")

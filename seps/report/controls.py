@@ -192,6 +192,17 @@ def _holds_text(check: Check) -> str:
     return check.failure if check.failure.startswith("not judged") else f"no: {check.failure}"
 
 
+def state_text(control: Control) -> str:
+    """A control's state in a few words: ``holds``, ``not judged (no records)``, or
+    ``fails`` with its rows' failures (the README's headline lists these)."""
+    if control.holds:
+        return "holds"
+    if not control.judged:
+        return "not judged (no records)"
+    failures = sorted({c.failure for c in control.checks if c.failure is not None})
+    return f"fails ({'; '.join(failures)})"
+
+
 def summary_line(controls: Sequence[Control]) -> str:
     """``k of n controls hold``, and when some do not, which and how to read the rest."""
     held = sum(c.holds for c in controls)
@@ -282,5 +293,6 @@ __all__ = [
     "controls_of",
     "controls_section",
     "judge",
+    "state_text",
     "summary_line",
 ]

@@ -24,11 +24,19 @@ from ..ablations import load_matrix
 from ..formatting import DASH, code, fmt_ci, is_missing, markdown_table
 from ..store import atomic_write_text
 from ..version import check_versions
+from .controls import TITLE as CONTROLS_TITLE
+from .controls import controls_of, state_text
 from .differences import DIRECTIONS, difference_cells, difference_rows
 from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
-from .scorecard import impact_levels, paper_rows, scorecard_inputs, verdict_counts
+from .scorecard import (
+    impact_levels,
+    judged_controls,
+    paper_rows,
+    scorecard_inputs,
+    verdict_counts,
+)
 from .scorecard_judge import claim_families
 from .versions import version_counts
 
@@ -53,7 +61,9 @@ class Headline:
     (``None``: not compared); ``by_profile``: (profile, its rows' counts) for each profile
     with rows, rendered when there are several, so that a reader sees which regime each
     verdict comes from (rows without records have no profile and count only in
-    ``counts``)."""
+    ``counts``); ``controls``: (control id, its state as
+    :func:`~seps.report.controls.state_text` words it) for each control of the
+    scorecard's first section, in its order (none: no line)."""
 
     counts: dict[str, int]
     claims: int
@@ -64,6 +74,14 @@ class Headline:
     table_versions: list[tuple[str, int]]
     current: str | None = None
     by_profile: tuple[tuple[str, dict[str, int]], ...] = ()
+    controls: tuple[tuple[str, str], ...] = ()
+
+
+def _anchor(title: str) -> str:
+    """The anchor a markdown renderer gives a heading: lower case, punctuation dropped,
+    spaces as hyphens."""
+    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -")
+    return kept.replace(" ", "-")
 
 
 def _summary(counts: dict[str, int]) -> str:
@@ -93,6 +111,14 @@ def render_headline(h: Headline) -> str:
         ]
     elif h.card_versions or h.table_versions:
         lines += [f"Code version {(h.card_versions or h.table_versions)[0][0]}.", ""]
+    if h.controls:
+        held = sum(state == "holds" for _, state in h.controls)
+        states = "; ".join(f"{code(c)} {state}" for c, state in h.controls)
+        lines += [
+            f"**Controls** (can this instrument see? [reports/README.md](reports/README.md#"
+            f"{_anchor(CONTROLS_TITLE)})): **{held} of {len(h.controls)} hold**: {states}.",
+            "",
+        ]
     rows = sum(h.counts.values())
     lines += [
         f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims tested "
@@ -180,7 +206,8 @@ def headline_of(
         allow_mixed_versions=allow_mixed_versions,
         current_version=current_version,
     )
-    rows = paper_rows(rows)  # the claims' verdicts; the controls are the scorecard's
+    controls = tuple((c.claim.id, state_text(c)) for c in controls_of(*judged_controls(rows)))
+    rows = paper_rows(rows)  # the claims' verdicts; the controls are counted apart
     levels = impact_levels(root)
     counts = verdict_counts(rows, levels=levels)
     # Each row judged in its claim's family of all rows, as the scorecard judges it.
@@ -228,6 +255,7 @@ def headline_of(
         version_counts(read),
         current_version,
         by_profile,
+        controls,
     )
 
 

@@ -56,14 +56,21 @@ def counts_text(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no rows"
 
 
-def controls_lines(rows: Sequence[Row]) -> list[str]:
-    """The controls section (:func:`~seps.report.controls.controls_section`) of the
-    control rows among ``rows``, judged with
-    :func:`~seps.report.scorecard_judge.verdict_of` in their own Holm family (all the
-    controls' tests together, apart from the claims')."""
+def judged_controls(rows: Sequence[Row]) -> tuple[list[tuple[Row, str]], Family]:
+    """The control rows among ``rows`` (claims with a ``group``), each with its verdict
+    from :func:`~seps.report.scorecard_judge.verdict_of` in the controls' own Holm family
+    (all the controls' tests together, apart from the claims'), and that family. The one
+    place the controls are judged: the scorecard's section and the README's headline
+    read it."""
     controls = [r for r in rows if r.claim.group is not None]
     family = family_of_rows(controls)
-    return controls_section([(r, verdict_of(r, family)) for r in controls], family)
+    return [(r, verdict_of(r, family)) for r in controls], family
+
+
+def controls_lines(rows: Sequence[Row]) -> list[str]:
+    """The controls section (:func:`~seps.report.controls.controls_section`) of the
+    control rows among ``rows``, judged by :func:`judged_controls`."""
+    return controls_section(*judged_controls(rows))
 
 
 def controls_report_section(
@@ -256,6 +263,7 @@ __all__ = [
     "counts_text",
     "family_of_rows",
     "impact_levels",
+    "judged_controls",
     "matrix_records",
     "paper_rows",
     "render_scorecard",
