@@ -69,7 +69,10 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
     Args:
         cfg: the run's training config; ``out_dir`` is ignored (a temporary folder is
             used), ``lr``, ``epochs``, ``max_steps_per_epoch`` and ``val_images`` are
-            replaced by the probe's.
+            replaced by the probe's. Under the ``frozen`` protocol the loop trains the
+            head on cached backbone features, as the run does: give ``cache_dir`` (the
+            runner's is ``<results>/_work/feature_cache``) to reuse the run's cache,
+            else the features are computed into the temporary folder.
         head: the run's head; its ratio loss must be on.
         steps: batches to measure (>= 1).
 
@@ -84,11 +87,6 @@ def initial_ratio_grad_norms(cfg: TrainConfig, head: SEPSConfig, steps: int = 8)
         raise ValueError("ratio-scale: the head's 'ratio_loss' is off: nothing to measure")
     if steps < 1:
         raise ValueError(f"ratio-scale: --steps {steps}: expected at least 1")
-    if cfg.protocol == "frozen":
-        raise ValueError(
-            "ratio-scale: train field 'protocol' is 'frozen': the probe runs the fine-tuning "
-            "loop; use finetune or partial"
-        )
     with tempfile.TemporaryDirectory(prefix="seps-ratio-scale-") as tmp:
         probe = dataclasses.replace(
             cfg,
@@ -168,8 +166,8 @@ def yaml_runs(
             continue
         lines.append(
             f"  - {{id: ratio/{head.decision}/{crit}/{form}/normalised, preset: {preset}, "
-            f"set: {{decision: {head.decision}, ratio_criterion: {crit}, ratio_loss: {form}, "
-            f"ratio_weight: {w:.{digits}g}}}}}"
+            f"set: {{align_loss: {head.align_loss}, decision: {head.decision}, "
+            f"ratio_criterion: {crit}, ratio_loss: {form}, ratio_weight: {w:.{digits}g}}}}}"
         )
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@ training loop logs, and its weights put the criteria at equal initial gradient n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -31,6 +32,17 @@ def tiny(synth, out) -> TrainConfig:
 
 def test_probe_measures_the_gradient_the_training_loop_logs_at_its_first_step(synth, tmp_path):
     cfg = tiny(synth, tmp_path / "run")
+    logged = train(cfg, HEAD)["history"][0]["steps_log"][0]["ratio_grad_norm"]
+    probed = initial_ratio_grad_norms(cfg, HEAD, steps=1)
+    assert logged > 0
+    assert probed == [pytest.approx(logged, rel=1e-6)]
+
+
+def test_probe_under_frozen_backbones_measures_what_the_frozen_loop_logs(synth, tmp_path):
+    # The `standard` profile trains the head on cached features of frozen backbones; the
+    # probe runs that same loop (and reuses the run's feature cache).
+    cache = str(tmp_path / "cache")
+    cfg = dataclasses.replace(tiny(synth, tmp_path / "run"), protocol="frozen", cache_dir=cache)
     logged = train(cfg, HEAD)["history"][0]["steps_log"][0]["ratio_grad_norm"]
     probed = initial_ratio_grad_norms(cfg, HEAD, steps=1)
     assert logged > 0
@@ -76,6 +88,7 @@ def test_printed_runs_are_valid_loss_study_entries(tmp_path):
     ]  # the reference keeps its weight: no run of its own
     ce = m.run("ratio/gumbel_per_patch/ce/eq7/normalised")
     assert ce.set == {
+        "align_loss": "triplet",  # the head's: the loss study's ratio runs set it
         "decision": "gumbel_per_patch",
         "ratio_criterion": "ce",
         "ratio_loss": "eq7",

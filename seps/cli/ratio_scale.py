@@ -4,6 +4,8 @@ gradient norms (:mod:`seps.ratio_scale`), for the loss study's ``normalised`` ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from pathlib import Path
 
 import pandas as pd
 
@@ -75,13 +77,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=FORMS,
         help=f"ratio-loss forms (default all: {','.join(FORMS)})",
     )
+    p.add_argument(
+        "--align-loss",
+        default="triplet",
+        choices=CHOICES["align_loss"],
+        help="alignment loss of the probed runs (default triplet, the loss study's ratio "
+        "grid's; the ratio loss's gradient on the score predictor does not depend on it "
+        "at initialisation, but the printed runs carry it)",
+    )
+    p.add_argument(
+        "--results",
+        default="results",
+        help="result store whose feature cache (<results>/_work/feature_cache) a profile "
+        "with frozen backbones reuses, as its runs do (default results; read, and "
+        "written only when the features are not cached yet)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    spec = RunSpec(id="probe", preset=args.preset, set={"decision": args.decision})
+    spec = RunSpec(
+        id="probe",
+        preset=args.preset,
+        set={"decision": args.decision, "align_loss": args.align_loss},
+    )
     cfg, head = resolve(spec, profile, args.seed)
+    if cfg.protocol == "frozen":  # the runner's cache, so the probe sees the run's features
+        cfg = dataclasses.replace(
+            cfg, cache_dir=str(Path(args.results) / "_work" / "feature_cache")
+        )
     criteria = (REFERENCE, *[c for c in args.criteria if c != REFERENCE])
     probes = probe_grid(
         cfg,
