@@ -17,9 +17,10 @@ import yaml
 from ablation_roots import make_ablation_root
 
 from seps.report.claims import load_claim_file
+from seps.report.controls import controls_of, state_text
 from seps.report.headline import BEGIN, END, write_headline
 from seps.report.render import write_report
-from seps.report.scorecard import write_scorecard
+from seps.report.scorecard import judged_controls, scorecard_inputs, write_scorecard
 from seps.store import SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -344,5 +345,19 @@ def test_the_readme_headline_states_each_control_as_the_scorecard_judges_it(tmp_
     assert "(reports/README.md#controls-can-this-instrument-see)" in line
     assert "**3 of 5 hold**: `learns` holds; `selection-matters` fails (" in line
     assert "fails (detected with the wrong sign); `dense-matters` holds; " in line
-    assert "`planted-effect` not judged (no records); " in line
+    assert "`planted-effect` not judged (no records yet); " in line
     assert line.endswith("`negative-control` holds.")
+    # The scorecard's own section judges the same way.
+    write_scorecard(tmp_path / "results", tmp_path / "scorecard.md", root)
+    assert "**3 of 5 controls hold.**" in (tmp_path / "scorecard.md").read_text()
+
+
+def test_a_control_with_some_tests_still_without_records_is_partly_judged(env):
+    # Mid-campaign: `learns` has its laps and paper tests, not yet code's.
+    rsum = {k: v for k, v in RSUM.items() if not k.startswith("code/untrained")}
+    _write_records(env["results"], rsum)
+    rows, _ = scorecard_inputs(env["results"], env["root"])
+    judged, family = judged_controls(rows)
+    states = {c.claim.id: state_text(c) for c in controls_of(judged, family)}
+    assert states["learns"] == "partly judged (2 of 3 tests hold; no records yet)"
+    assert states["planted-effect"] == "holds"

@@ -13,6 +13,7 @@ from test_train import tiny as train_tiny
 from seps import get_config
 from seps.ablations import load_matrix
 from seps.cli import main
+from seps.cli import ratio_scale as cli_ratio_scale
 from seps.ratio_scale import (
     Probe,
     initial_ratio_grad_norms,
@@ -20,7 +21,7 @@ from seps.ratio_scale import (
     probe_grid,
     yaml_runs,
 )
-from seps.train import TrainConfig, train
+from seps.train import TrainConfig, features, train
 
 HEAD = get_config("paper", embed_size=32, decision="gumbel_per_patch")
 
@@ -38,15 +39,39 @@ def test_probe_measures_the_gradient_the_training_loop_logs_at_its_first_step(sy
     assert probed == [pytest.approx(logged, rel=1e-6)]
 
 
-def test_probe_under_frozen_backbones_measures_what_the_frozen_loop_logs(synth, tmp_path):
+def test_probe_under_frozen_backbones_measures_what_the_frozen_loop_logs(
+    synth, tmp_path, monkeypatch
+):
     # The `standard` profile trains the head on cached features of frozen backbones; the
     # probe runs that same loop (and reuses the run's feature cache).
     cache = str(tmp_path / "cache")
     cfg = dataclasses.replace(tiny(synth, tmp_path / "run"), protocol="frozen", cache_dir=cache)
     logged = train(cfg, HEAD)["history"][0]["steps_log"][0]["ratio_grad_norm"]
+
+    def no_backbone(*_a, **_k):
+        raise AssertionError("the probe recomputed the backbone features")
+
+    monkeypatch.setattr(features, "backbone_features", no_backbone)  # the cache must serve
     probed = initial_ratio_grad_norms(cfg, HEAD, steps=1)
     assert logged > 0
     assert probed == [pytest.approx(logged, rel=1e-6)]
+
+
+def test_the_command_probes_a_frozen_profile_on_its_stores_feature_cache(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_grid(cfg, head, **_kw):
+        seen.update(cache_dir=cfg.cache_dir, protocol=cfg.protocol, loss=head.align_loss)
+        return [Probe(c, "unified", 2.0, (0.5,)) for c in ("mse", "l1")]
+
+    monkeypatch.setattr(cli_ratio_scale, "probe_grid", fake_grid)
+    store = tmp_path / "store"
+    assert main(["ratio-scale", "--profile", "standard", "--results", str(store)]) == 0
+    assert seen == {
+        "cache_dir": str(store / "_work" / "feature_cache"),
+        "protocol": "frozen",
+        "loss": "triplet",
+    }
 
 
 def test_normalised_weights_equalise_the_initial_gradient_norms(synth, tmp_path):

@@ -20,6 +20,7 @@ from ..ratio_scale import (
     table,
     yaml_runs,
 )
+from .options import add_results_option
 
 
 def _csv(allowed: tuple[str, ...], option: str):
@@ -82,15 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="triplet",
         choices=CHOICES["align_loss"],
         help="alignment loss of the probed runs (default triplet, the loss study's ratio "
-        "grid's; the ratio loss's gradient on the score predictor does not depend on it "
-        "at initialisation, but the printed runs carry it)",
+        "grid's; the ratio loss's own gradient on the score predictor does not depend on "
+        "it, but the printed runs carry it)",
     )
-    p.add_argument(
-        "--results",
-        default="results",
-        help="result store whose feature cache (<results>/_work/feature_cache) a profile "
-        "with frozen backbones reuses, as its runs do (default results; read, and "
-        "written only when the features are not cached yet)",
+    add_results_option(
+        p,
+        "whose feature cache (DIR/_work/feature_cache) a profile with frozen backbones "
+        "reuses, as its runs do; a cache entry is added only when the features are not "
+        "cached yet, e.g. from code of another version",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     weights = normalised_weights(probes)
     print(
         f"Initial ratio-loss gradient norm on the score predictor: preset {args.preset}, "
-        f"decision {args.decision}, profile {args.profile}, seed {args.seed}, mean over the "
+        f"decision {args.decision}, alignment loss {args.align_loss}, profile {args.profile}, "
+        f"seed {args.seed}, mean over the "
         f"first {args.steps} batches at lr 1e-12 (weights as initialised)\n"
     )
     print(pd.DataFrame(table(probes, weights)).to_markdown(index=False, floatfmt=".4g"))

@@ -192,15 +192,29 @@ def _holds_text(check: Check) -> str:
     return check.failure if check.failure.startswith("not judged") else f"no: {check.failure}"
 
 
+def _pending(failure: str) -> bool:
+    """A failure that is a missing record, not a measured miss."""
+    return failure.startswith(("not judged", "no record of"))
+
+
 def state_text(control: Control) -> str:
-    """A control's state in a few words: ``holds``, ``not judged (no records)``, or
-    ``fails`` with its rows' failures (the README's headline lists these)."""
+    """A control's state in a few words, for the README's headline: ``holds``; ``fails``
+    with its measured failures (and how many of its tests wait for records); ``partly
+    judged`` when every test with records holds and others have none yet; ``not judged``
+    with the reason when no test has records."""
     if control.holds:
         return "holds"
-    if not control.judged:
-        return "not judged (no records)"
-    failures = sorted({c.failure for c in control.checks if c.failure is not None})
-    return f"fails ({'; '.join(failures)})"
+    n = len(control.checks)
+    failures = [c.failure for c in control.checks if c.failure is not None]
+    measured = sorted({f for f in failures if not _pending(f)})
+    waiting = sorted({f.removeprefix("not judged: ") for f in failures if _pending(f)})
+    pending = sum(1 for f in failures if _pending(f))
+    if measured:
+        text = f"fails ({'; '.join(measured)})"
+        return text + (f"; {pending} of {n} tests not judged yet" if pending else "")
+    if control.judged:
+        return f"partly judged ({n - pending} of {n} tests hold; {'; '.join(waiting)})"
+    return f"not judged ({'; '.join(waiting) or 'no tests'})"
 
 
 def summary_line(controls: Sequence[Control]) -> str:

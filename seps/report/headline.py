@@ -1,4 +1,5 @@
-"""The README's headline block: the scorecard's verdict counts and the seven differences.
+"""The README's headline block: the controls' states, the scorecard's verdict counts and
+the seven differences.
 
 ``seps-bench scorecard --readme README.md`` rewrites the text between two marker lines of
 the README (:data:`BEGIN` and :data:`END`) and nothing else, so the numbers a reader sees
@@ -37,6 +38,7 @@ from .scorecard import (
     scorecard_inputs,
     verdict_counts,
 )
+from .scorecard_cells import anchor
 from .scorecard_judge import claim_families
 from .versions import version_counts
 
@@ -61,7 +63,7 @@ class Headline:
     (``None``: not compared); ``by_profile``: (profile, its rows' counts) for each profile
     with rows, rendered when there are several, so that a reader sees which regime each
     verdict comes from (rows without records have no profile and count only in
-    ``counts``); ``controls``: (control id, its state as
+    ``counts``); ``controls``: (control id, whether it holds, its state as
     :func:`~seps.report.controls.state_text` words it) for each control of the
     scorecard's first section, in its order (none: no line)."""
 
@@ -74,14 +76,7 @@ class Headline:
     table_versions: list[tuple[str, int]]
     current: str | None = None
     by_profile: tuple[tuple[str, dict[str, int]], ...] = ()
-    controls: tuple[tuple[str, str], ...] = ()
-
-
-def _anchor(title: str) -> str:
-    """The anchor a markdown renderer gives a heading: lower case, punctuation dropped,
-    spaces as hyphens."""
-    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -")
-    return kept.replace(" ", "-")
+    controls: tuple[tuple[str, bool, str], ...] = ()
 
 
 def _summary(counts: dict[str, int]) -> str:
@@ -112,11 +107,11 @@ def render_headline(h: Headline) -> str:
     elif h.card_versions or h.table_versions:
         lines += [f"Code version {(h.card_versions or h.table_versions)[0][0]}.", ""]
     if h.controls:
-        held = sum(state == "holds" for _, state in h.controls)
-        states = "; ".join(f"{code(c)} {state}" for c, state in h.controls)
+        held = sum(holds for _, holds, _ in h.controls)
+        states = "; ".join(f"{code(c)} {state}" for c, _, state in h.controls)
         lines += [
             f"**Controls** (can this instrument see? [reports/README.md](reports/README.md#"
-            f"{_anchor(CONTROLS_TITLE)})): **{held} of {len(h.controls)} hold**: {states}.",
+            f"{anchor(CONTROLS_TITLE)})): **{held} of {len(h.controls)} hold**: {states}.",
             "",
         ]
     rows = sum(h.counts.values())
@@ -206,7 +201,9 @@ def headline_of(
         allow_mixed_versions=allow_mixed_versions,
         current_version=current_version,
     )
-    controls = tuple((c.claim.id, state_text(c)) for c in controls_of(*judged_controls(rows)))
+    controls = tuple(
+        (c.claim.id, c.holds, state_text(c)) for c in controls_of(*judged_controls(rows))
+    )
     rows = paper_rows(rows)  # the claims' verdicts; the controls are counted apart
     levels = impact_levels(root)
     counts = verdict_counts(rows, levels=levels)
