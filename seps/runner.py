@@ -106,6 +106,12 @@ class PlannedRun:
         return f"{slug}-{self.key}-s{self.seed}.json"
 
 
+def feature_cache_dir(results: str | Path) -> Path:
+    """Where the runs of the store ``results`` cache their frozen backbones' features
+    (shared by every matrix and by ``seps-bench ratio-scale``)."""
+    return Path(results) / "_work" / "feature_cache"
+
+
 def plan(
     matrix: Matrix,
     profile: Profile,
@@ -125,7 +131,7 @@ def plan(
             train_key = config_key(train_cfg, head, exclude=EVAL_ONLY_FIELDS)
             work = results / "_work" / f"{train_key}-s{seed}"
             train_cfg.out_dir = str(work)
-            train_cfg.cache_dir = str(results / "_work" / "feature_cache")
+            train_cfg.cache_dir = str(feature_cache_dir(results))
             out.append(
                 PlannedRun(matrix.name, profile.name, run, seed, train_cfg, head, key, train_key)
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 import pandas as pd
 
@@ -104,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     )
     cfg, head = resolve(spec, profile, args.seed)
     if cfg.protocol == "frozen":  # the runner's cache, so the probe sees the run's features
-        cfg = dataclasses.replace(
-            cfg, cache_dir=str(Path(args.results) / "_work" / "feature_cache")
-        )
+        from ..runner import feature_cache_dir
+
+        cfg = dataclasses.replace(cfg, cache_dir=str(feature_cache_dir(args.results)))
     criteria = (REFERENCE, *[c for c in args.criteria if c != REFERENCE])
     probes = probe_grid(
         cfg,

@@ -206,15 +206,15 @@ def state_text(control: Control) -> str:
         return "holds"
     n = len(control.checks)
     failures = [c.failure for c in control.checks if c.failure is not None]
+    waiting = [f.removeprefix("not judged: ") for f in failures if _pending(f)]
     measured = sorted({f for f in failures if not _pending(f)})
-    waiting = sorted({f.removeprefix("not judged: ") for f in failures if _pending(f)})
-    pending = sum(1 for f in failures if _pending(f))
+    reasons = "; ".join(sorted(set(waiting)))
     if measured:
         text = f"fails ({'; '.join(measured)})"
-        return text + (f"; {pending} of {n} tests not judged yet" if pending else "")
+        return text + (f"; {len(waiting)} of {n} tests not judged yet" if waiting else "")
     if control.judged:
-        return f"partly judged ({n - pending} of {n} tests hold; {'; '.join(waiting)})"
-    return f"not judged ({'; '.join(waiting) or 'no tests'})"
+        return f"partly judged ({n - len(waiting)} of {n} tests hold; {reasons})"
+    return f"not judged ({reasons or 'no tests'})"
 
 
 def summary_line(controls: Sequence[Control]) -> str:
