@@ -197,3 +197,38 @@ def test_grid_optimum_not_detected_is_qualified_by_its_quoted_cells_power():
     assert wide.scaled.value == pytest.approx(-10.0) and wide.verdict == NOT_DETECTED
     narrow = judge(optimum(-0.001))  # 0.2 rSum: the quoted cell's test cannot see it
     assert narrow.verdict.startswith("underpowered (needs about ")
+
+
+def test_grid_optimum_supported_only_when_its_quoted_cells_test_could_see_a_cell_above():
+    from seps.report.verdicts import Cell
+
+    below = [-6.0, -5.1, -6.4, -5.5, -6.2]  # a cell detectably below the claimed one
+    above = [30.0, -20.0, 45.0, -10.0, 40.0]  # the best cell: above, not detected, wide
+
+    def optimum(relative: float) -> Row:
+        claim = _claim("grid", "-", kind="optimum", relative_size=relative)
+        cells = [Cell("base", 200.0, 2.0, 5)]
+        for run, diffs in (("low", below), ("high", above)):
+            mean, half, p, n = paired_test(diffs)
+            cells.append(Cell(run, 200.0 + mean, 2.0, 5, Comparison(mean, half, p, n, key=run)))
+        return Row(claim, MATRIX, "candidate", "standard", "base", cells=tuple(cells))
+
+    def judge(row: Row):
+        return judge_row(row, family_of(c.comparison for c in row.cells if c.comparison), {})
+
+    # The best cell's test has an MDE of tens of rSum: a claim of 2 rSum could hide above.
+    small = judge(optimum(-0.01))
+    assert small.optimum.verdict == "supported" and small.optimum.below
+    assert small.power.mde > 2.0
+    assert small.verdict.startswith("underpowered (needs about ")
+    # Against a claimed drop of half the baseline the same test could see a cell above.
+    large = judge(optimum(-0.5))
+    assert large.power.mde <= 100.0 and large.verdict == "supported"
+
+
+def test_powered_verdict_leaves_an_optimums_supported_without_a_stated_size():
+    assert powered_verdict("supported", scaled=None, mde=50.0, optimum=True) == "supported"
+    assert powered_verdict("supported", scaled=1.0, mde=50.0) == "supported"
+    assert powered_verdict("supported", scaled=1.0, mde=50.0, needed=40, optimum=True) == (
+        "underpowered (needs about 40 seeds)"
+    )

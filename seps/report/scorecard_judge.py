@@ -11,7 +11,8 @@ scorecard's, whose verdict counts the scorecard prints beside for comparison.
 
 *Verdicts.* :func:`judge_row` applies :func:`~seps.report.verdicts.effect_verdict` or
 :func:`~seps.report.verdicts.optimum_verdict` in the row's family, qualifies a ``not
-detected`` by the row's power (:mod:`seps.report.power`,
+detected`` (and a grid optimum's ``supported``, which rests on no cell detected above) by
+the row's power (:mod:`seps.report.power`,
 :func:`~seps.report.verdicts.powered_verdict`) and names a bimodal side
 (:func:`~seps.report.verdicts.bimodal_verdict`). Pure functions of rows.
 """
@@ -123,6 +124,7 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
             mde=power.mde,
             needed=power.needed,
             equivalent=power.equivalent,
+            optimum=optimum is not None,
         )
     return Judged(bimodal_verdict(verdict, row.bimodal), optimum, c, scaled, power)
 

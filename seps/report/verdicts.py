@@ -127,14 +127,25 @@ def powered_verdict(
     mde: float,
     needed: int | None = None,
     equivalent: bool = False,
+    optimum: bool = False,
 ) -> str:
     """A ``not detected`` verdict qualified by what its test could see; any other
-    ``verdict`` is returned as it is.
+    ``verdict`` is returned as it is, except a grid optimum's ``supported``.
 
     ``equivalent`` when the TOST showed the effect within the claim's margin; ``not
     detected (no stated size)`` without a scaled claim (``scaled`` None); ``not detected``
     only when the test's ``mde`` is at most ``|scaled|`` (it would have seen the claimed
-    effect with 80% power); else ``underpowered (needs about N seeds)``, N = ``needed``."""
+    effect with 80% power); else ``underpowered (needs about N seeds)``, N = ``needed``.
+
+    A grid optimum (``optimum``) is ``supported`` partly because no cell is detectably
+    above the claimed one, which says nothing when the quoted cell's test could not have
+    seen a cell above by the scaled claim: with ``mde`` over ``|scaled|`` it is
+    ``underpowered`` too (a cell detectably below, the other half, is in its cell).
+    Without a scaled claim it stays ``supported``."""
+    if optimum and verdict == "supported":
+        if scaled is not None and not (not is_missing(mde) and mde <= abs(scaled)):
+            return underpowered_text(needed)
+        return verdict
     if verdict != NOT_DETECTED:
         return verdict
     if equivalent:
@@ -187,7 +198,8 @@ def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Opti
     when a cell has fewer than 2 seeds in common with it; ``no records yet`` without the
     claimed cell or another. The quoted cell (``shown``) is the detectably higher cell of
     smallest corrected p when there is one, else the best cell, else (the claimed cell is
-    the best) the runner-up."""
+    the best) the runner-up. The scorecard then qualifies ``supported`` by the quoted
+    cell's power (:func:`powered_verdict`)."""
     if len(cells) < 2 or cells[0].run != claimed:
         return Optimum(NO_RECORDS)
     if all(c.identical for c in cells):
