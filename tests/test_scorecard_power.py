@@ -180,6 +180,11 @@ def test_repository_claims_scale_their_sources_and_give_no_effect_claims_a_margi
     assert all(c.equivalence_margin for c in claims if c.direction == "0")
 
 
+def _judge_grid(row: Row):
+    """``row``, a grid optimum, judged in the family of its cells' tests."""
+    return judge_row(row, family_of(c.comparison for c in row.cells if c.comparison), {})
+
+
 def test_grid_optimum_not_detected_is_qualified_by_its_quoted_cells_power():
     from seps.report.verdicts import Cell
 
@@ -190,12 +195,9 @@ def test_grid_optimum_not_detected_is_qualified_by_its_quoted_cells_power():
             mean, half, p, n, key="var")))  # fmt: skip
         return Row(claim, MATRIX, "candidate", "standard", "base", cells=cells)
 
-    def judge(row: Row):
-        return judge_row(row, family_of(c.comparison for c in row.cells if c.comparison), {})
-
-    wide = judge(optimum(-0.05))  # 10 rSum below the claimed cell's 200: seen
+    wide = _judge_grid(optimum(-0.05))  # 10 rSum below the claimed cell's 200: seen
     assert wide.scaled.value == pytest.approx(-10.0) and wide.verdict == NOT_DETECTED
-    narrow = judge(optimum(-0.001))  # 0.2 rSum: the quoted cell's test cannot see it
+    narrow = _judge_grid(optimum(-0.001))  # 0.2 rSum: the quoted cell's test cannot see it
     assert narrow.verdict.startswith("underpowered (needs about ")
 
 
@@ -213,16 +215,13 @@ def test_grid_optimum_supported_only_when_its_quoted_cells_test_could_see_a_cell
             cells.append(Cell(run, 200.0 + mean, 2.0, 5, Comparison(mean, half, p, n, key=run)))
         return Row(claim, MATRIX, "candidate", "standard", "base", cells=tuple(cells))
 
-    def judge(row: Row):
-        return judge_row(row, family_of(c.comparison for c in row.cells if c.comparison), {})
-
     # The best cell's test has an MDE of tens of rSum: a claim of 2 rSum could hide above.
-    small = judge(optimum(-0.01))
+    small = _judge_grid(optimum(-0.01))
     assert small.optimum.verdict == "supported" and small.optimum.below
     assert small.power.mde > 2.0
     assert small.verdict.startswith("underpowered (needs about ")
     # Against a claimed drop of half the baseline the same test could see a cell above.
-    large = judge(optimum(-0.5))
+    large = _judge_grid(optimum(-0.5))
     assert large.power.mde <= 100.0 and large.verdict == "supported"
 
 

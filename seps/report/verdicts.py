@@ -142,19 +142,16 @@ def powered_verdict(
     seen a cell above by the scaled claim: with ``mde`` over ``|scaled|`` it is
     ``underpowered`` too (a cell detectably below, the other half, is in its cell).
     Without a scaled claim it stays ``supported``."""
+    powered = scaled is not None and not is_missing(mde) and mde <= abs(scaled)
     if optimum and verdict == "supported":
-        if scaled is not None and not (not is_missing(mde) and mde <= abs(scaled)):
-            return underpowered_text(needed)
-        return verdict
+        return verdict if scaled is None or powered else underpowered_text(needed)
     if verdict != NOT_DETECTED:
         return verdict
     if equivalent:
         return EQUIVALENT
     if scaled is None:
         return NO_SIZE
-    if not is_missing(mde) and mde <= abs(scaled):
-        return NOT_DETECTED
-    return underpowered_text(needed)
+    return NOT_DETECTED if powered else underpowered_text(needed)
 
 
 def bimodal_verdict(verdict: str, splits: Sequence[Split]) -> str:
