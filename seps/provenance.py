@@ -39,10 +39,13 @@ from .train.pretrain import is_complete, pretrained_dir
 __all__ = [
     "CPU_ENV_OVERRIDES",
     "UNRECORDED_CPU",
+    "bits_key",
     "cpu_identity",
     "cpu_label",
     "float_path_key",
+    "here_bits_key",
     "pretrain_fingerprint",
+    "record_bits_key",
     "resume_warning",
     "stamp",
 ]
@@ -155,11 +158,38 @@ def float_path_key(cpu: dict[str, Any] | None) -> tuple[Any, ...] | None:
     return ("native", cpu.get("model"), *levels, overrides)
 
 
+def bits_key(cpu: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What a bitwise rerun needs of the machine (``None``: not recorded): the float path
+    (:func:`float_path_key`) and, even under a pin, the CPU model.
+
+    Why the model counts under a pin too: the pin makes Intel and AMD run the same
+    library kernels, but not the same bits. Measured at ``standard``: ``controls/paper``
+    seed 2, pinned to ``portable`` on an AMD EPYC and on an Intel Xeon, from the same
+    pretrained weights, agrees for two steps, differs in the 8th digit of a gradient norm
+    at step 3, and ends 220.8 against 266.2 rSum (docs/across-machines.md). So the runner
+    copies a record from another matrix (:mod:`seps.twins`) and resumes a matrix without
+    a warning only on the same key. A pretraining build is weights with a fingerprint,
+    not a run, so its check (:mod:`seps.prebuild`) keeps :func:`float_path_key`.
+    """
+    path = float_path_key(cpu)
+    return None if path is None else (*path, cpu.get("model"))  # type: ignore[union-attr]
+
+
+def here_bits_key() -> tuple[Any, ...] | None:
+    """:func:`bits_key` of this machine, as the runner would stamp it now."""
+    return bits_key(cpu_identity())
+
+
+def record_bits_key(record: dict[str, Any]) -> tuple[Any, ...] | None:
+    """:func:`bits_key` of the machine that made ``record`` (its ``environment.cpu``)."""
+    return bits_key(_cpu_of(record))
+
+
 def resume_warning(
     where: str, existing: list[dict[str, Any]], to_run: int, pretrain: str | None
 ) -> str | None:
     """One line when runs about to be made here will sit beside records made on another
-    float path or from other pretrained weights, else ``None``.
+    machine (:func:`bits_key`) or from other pretrained weights, else ``None``.
 
     Args:
         where: the store folder, named in the line.
@@ -174,13 +204,13 @@ def resume_warning(
     """
     if not to_run or not existing:
         return None
-    here_cpu = float_path_key(cpu_identity())
+    here_cpu = here_bits_key()
     here_weights = None
     if pretrain is not None and is_complete(pretrained_dir(pretrain)):
         here_weights = pretrain_fingerprint(pretrained_dir(pretrain))
     parts = []
     for what, mine, theirs in (
-        ("float path", here_cpu, [float_path_key(_cpu_of(r)) for r in existing]),
+        ("machine", here_cpu, [record_bits_key(r) for r in existing]),
         ("pretrained weights", here_weights, [_weights_of(r, pretrain) for r in existing]),
     ):
         if mine is None:

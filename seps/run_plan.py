@@ -29,6 +29,7 @@ import torch
 
 from .config import SEPSConfig, get_config
 from .official import builtin_config
+from .provenance import here_bits_key
 from .runner import PlannedRun, decide, is_stale, record_path, reusable_work_dir
 from .store import RecordError, read_record
 from .train_config import TrainConfig
@@ -335,7 +336,7 @@ def dry_run_text(
         else:
             what = decide(rec, version, retry_failed=retry_failed, rerun_stale=rerun_stale)
         if what in ("run", "rerun-stale"):
-            if reuse and find_twin(results, p.matrix, p.key, p.seed, version):
+            if reuse and find_twin(results, p.matrix, p.key, p.seed, version, here_bits_key()):
                 counts["copied"] += 1
             else:
                 todo.append(p)

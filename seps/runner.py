@@ -47,7 +47,7 @@ from .float_path import ENV_VAR, FLOAT_PATHS, check_in_force
 from .interrupts import check_stop, stop_on_sigterm
 from .machine_load import LOAD_FIELD, LoadWatch
 from .prebuild import prebuild_pretraining
-from .provenance import resume_warning, stamp
+from .provenance import here_bits_key, resume_warning, stamp
 from .staleness import (  # noqa: F401  (re-exported: the runner's API)
     WORK_VERSION_FILE,
     Decision,
@@ -199,7 +199,7 @@ def labels(p: PlannedRun) -> dict[str, Any]:
 def copy_twin(p: PlannedRun, results: Path) -> dict[str, Any] | None:
     """Store and return a copy of the record another matrix holds for ``p``'s key and
     seed at this code version (:mod:`seps.twins`); ``None`` when there is none."""
-    found = find_twin(results, p.matrix, p.key, p.seed, code_version())
+    found = find_twin(results, p.matrix, p.key, p.seed, code_version(), here_bits_key())
     if found is None:
         return None
     path, twin = found

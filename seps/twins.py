@@ -10,7 +10,11 @@ split) and get the same bits each time. Instead, when a record of the current co
 with the same key and seed is stored under another matrix, the runner copies it, with
 this matrix's labels (:data:`LABELS`) and the source named in ``copied_from``
 (``<matrix>/<file>``, relative to the store, always the record that was computed, never
-a copy of it).
+a copy of it). Only a record made on this machine's :func:`seps.provenance.bits_key`
+(float path and CPU model) is a twin: a run made on another CPU type is another
+computation with other numbers (an Intel and an AMD run of one config at `standard`
+ended 45 rSum apart), so a matrix resumed elsewhere recomputes its runs rather than
+mixing machines into its paired differences (docs/across-machines.md).
 
 What is copied is a measurement, not a promise: the copy keeps the source's
 ``environment`` (CPU, float path), ``pretrain_fingerprint``, timings and ``started``, as
@@ -25,6 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .provenance import record_bits_key
 from .store import RecordError, read_record
 from .version import VERSION_KEY
 
@@ -37,10 +42,11 @@ COPIED_FROM = "copied_from"
 
 
 def find_twin(
-    results: Path, matrix: str, key: str, seed: int, version: str
+    results: Path, matrix: str, key: str, seed: int, version: str, machine: Any
 ) -> tuple[Path, dict[str, Any]] | None:
     """The first record (by path) under ``results`` of another matrix than ``matrix``
-    that has this ``key`` and ``seed``, status ``done`` and code ``version``; ``None``
+    that has this ``key`` and ``seed``, status ``done``, code ``version`` and was made on
+    ``machine`` (a :func:`seps.provenance.bits_key`; ``None`` matches nothing); ``None``
     when there is none.
 
     Unreadable files, records set aside as stale (``*.stale.json``, which the name
@@ -59,6 +65,8 @@ def find_twin(
             and rec.get(VERSION_KEY) == version
             and rec.get("key") == key
             and rec.get("seed") == seed
+            and machine is not None
+            and record_bits_key(rec) == machine
         ):
             return path, rec
     return None

@@ -9,10 +9,12 @@ from seps.float_path import FLOAT_PATHS
 from seps.provenance import (
     CPU_ENV_OVERRIDES,
     UNRECORDED_CPU,
+    bits_key,
     cpu_identity,
     cpu_label,
     float_path_key,
     pretrain_fingerprint,
+    record_bits_key,
     resume_warning,
 )
 from seps.report.records import machines_line
@@ -94,6 +96,20 @@ def test_a_pinned_float_path_is_one_word_in_the_label_and_ignores_the_cpu_model(
     assert float_path_key(native) == float_path_key(AMD) and cpu_label(native) == cpu_label(AMD)
 
 
+def test_a_bitwise_rerun_needs_the_same_cpu_model_even_on_a_pinned_float_path():
+    """Pinned Intel and AMD runs share the kernels (one float path, so a pretraining build
+    made on one is used on the other) but not the bits (docs/across-machines.md)."""
+    amd = {**AMD, "overrides": PINNED_OVERRIDES}
+    intel = {**amd, "model": "Intel Xeon"}
+    assert float_path_key(amd) == float_path_key(intel)
+    assert bits_key(amd) != bits_key(intel)
+    assert bits_key(amd) == bits_key(dict(amd))
+    assert bits_key(AMD) != bits_key(amd)  # native against pinned, one CPU
+    assert bits_key(None) is None
+    assert record_bits_key({"environment": {"cpu": intel}}) == bits_key(intel)
+    assert record_bits_key({"environment": {}}) is None and record_bits_key({}) is None
+
+
 def _record(cpu, fingerprint=None, recipe=None):
     return {
         "environment": {"cpu": cpu} if cpu else {},
@@ -102,7 +118,7 @@ def _record(cpu, fingerprint=None, recipe=None):
     }
 
 
-def test_resuming_beside_records_of_another_float_path_says_so_in_one_line(monkeypatch):
+def test_resuming_beside_records_of_another_machine_says_so_in_one_line(monkeypatch):
     import seps.provenance as prov
 
     monkeypatch.setattr(prov, "cpu_identity", lambda: AMD)
@@ -114,7 +130,7 @@ def test_resuming_beside_records_of_another_float_path_says_so_in_one_line(monke
                           2, None)  # fmt: skip
     assert line is not None and "\n" not in line
     assert line.startswith(
-        "results/m: 2 runs to make here beside 3 records that may differ in float path: "
+        "results/m: 2 runs to make here beside 3 records that may differ in machine: "
         "1 other, 1 not recorded. Paired differences"
     )
 
@@ -134,4 +150,4 @@ def test_resuming_from_other_pretrained_weights_compares_records_of_the_same_rec
     assert resume_warning("r", [same, unpretrained], 1, "synth-48") is None
     line = resume_warning("r", [same, other, _record(AMD, None, "synth-48")], 1, "synth-48")
     assert line is not None
-    assert "pretrained weights: 1 other, 1 not recorded" in line and "float path" not in line
+    assert "pretrained weights: 1 other, 1 not recorded" in line and "machine:" not in line

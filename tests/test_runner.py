@@ -592,12 +592,11 @@ def test_a_failed_record_names_its_cpu_too(root, synth, tmp_path):
     assert rec["environment"]["cpu"]["model"] and rec["pretrain_fingerprint"] is None
 
 
-def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(
+def test_a_matrix_resumed_on_another_machine_warns_once_before_it_runs(
     root, synth, tmp_path, float_path
 ):
     """Its runs pair with records of another machine; the user hears it before the runs,
-    in one line (seps.provenance.resume_warning). Natively another CPU model is another
-    float path."""
+    in one line (seps.provenance.resume_warning). Another CPU model is another machine."""
     float_path("native")
     results = tmp_path / "results"
     said: list[str] = []
@@ -611,8 +610,8 @@ def test_a_matrix_resumed_on_another_float_path_warns_once_before_it_runs(
     _run(root, results, synth, say=said.append)
     (line,) = [s for s in said if "may differ" in s]
     assert line.startswith(
-        f"{results / 'mini'}: 1 run to make here beside 2 records that may differ in float "
-        "path: 1 other, 0 not recorded."
+        f"{results / 'mini'}: 1 run to make here beside 2 records that may differ in "
+        "machine: 1 other, 0 not recorded."
     )
 
 

@@ -59,7 +59,7 @@ def test_a_difference_names_rsum_first_and_what_else_differs():
     pair = compare_records("m/r", _record(), _record(rsum=186.4, loss=1.25, cpu=other_cpu))
     assert not pair.same
     assert pair.first_difference == "metrics.rsum: 180.0 vs 186.4"
-    assert pair.same_code and pair.same_float_path is False and pair.same_weights
+    assert pair.same_code and pair.same_machine is False and pair.same_weights
     # One last bit in one step's loss is a difference too.
     pair = compare_records("m/r", _record(), _record(loss=1.5000000000000002, weights="w2"))
     assert pair.first_difference == "history.0.loss: 1.5 vs 1.5000000000000002"
@@ -67,7 +67,7 @@ def test_a_difference_names_rsum_first_and_what_else_differs():
     # Records made before the stamps cannot say.
     old = {**_record(), "environment": {}, "pretrain_fingerprint": None}
     pair = compare_records("m/r", old, _record(rsum=1.0))
-    assert pair.same_float_path is None and pair.same_weights is None
+    assert pair.same_machine is None and pair.same_weights is None
 
 
 def test_stores_are_paired_by_record_name_and_the_rest_counted(tmp_path):
@@ -106,7 +106,7 @@ def test_same_bits_help_explains_both_stores(flag, capsys):
 def test_a_record_without_an_environment_compares_with_its_float_path_unknown():
     bare = {**_record(), "environment": None}
     pair = compare_records("m/r", bare, _record(rsum=181.0))
-    assert not pair.same and pair.same_float_path is None
+    assert not pair.same and pair.same_machine is None
 
 
 def test_a_history_field_only_newer_code_records_is_not_a_difference_but_a_metric_is():

@@ -11,6 +11,8 @@ from test_runner import PROFILE, _run
 
 import seps.train
 from seps.ablations import load_matrix, load_profile
+from seps.float_path import FLOAT_PATHS
+from seps.provenance import bits_key
 from seps.run_plan import dry_run_text
 from seps.runner import plan, read_record
 from seps.store import SCHEMA
@@ -108,7 +110,25 @@ def test_the_dry_run_counts_the_runs_it_would_copy(root, synth, tmp_path):
     assert "to do: 1 of 1 runs" in text and "to copy" not in text
 
 
+def test_a_record_made_on_another_cpu_model_is_not_copied_but_computed_here(
+    root, synth, tmp_path, trainings
+):
+    """Pinned Intel and AMD runs differ by seed-sized amounts at `standard`
+    (docs/across-machines.md): a twin must come from this machine."""
+    results = tmp_path / "results"
+    (source,) = _run(root, results, synth, "mini")
+    path = results / "mini" / f"code-{source['key']}-s0.json"
+    rec = json.loads(path.read_text())
+    rec["environment"]["cpu"]["model"] = "Some Other CPU"
+    path.write_text(json.dumps(rec))
+    (fresh,) = _run(root, results, synth, "other")
+    assert len(trainings) == 2 and COPIED_FROM not in fresh
+
+
 KEY = "0123456789abcdef"
+CPU = {"model": "A CPU", "torch_capability": "AVX2", "numpy_dispatch": [],
+       "overrides": {"SEPS_FLOAT_PATH": "portable", **FLOAT_PATHS["portable"]}}  # fmt: skip
+MACHINE = bits_key(CPU)
 
 
 def _write(results: Path, matrix: str, name: str, **fields) -> Path:
@@ -120,6 +140,7 @@ def _write(results: Path, matrix: str, name: str, **fields) -> Path:
         "seed": 0,
         **{k: f"{matrix}-{k}" for k in LABELS},
         "metrics": {"rsum": 1.0},
+        "environment": {"cpu": CPU},
     }
     rec.update(fields)
     path = results / matrix / name
@@ -130,13 +151,27 @@ def _write(results: Path, matrix: str, name: str, **fields) -> Path:
 
 @pytest.mark.parametrize(
     "fields",
-    [{VERSION_KEY: "v0"}, {"status": "failed"}, {"status": "diverged"}, {"seed": 1}],
-    ids=["other-version", "failed", "diverged", "other-seed-inside"],
+    [
+        {VERSION_KEY: "v0"},
+        {"status": "failed"},
+        {"status": "diverged"},
+        {"seed": 1},
+        {"environment": {"cpu": {**CPU, "model": "Another CPU"}}},
+        {"environment": {}},
+    ],
+    ids=[
+        "other-version",
+        "failed",
+        "diverged",
+        "other-seed-inside",
+        "other-cpu-model",
+        "cpu-not-recorded",
+    ],
 )
 def test_only_done_records_of_this_version_key_and_seed_are_twins(tmp_path, fields):
     results = tmp_path / "results"
     _write(results, "a", f"code-{KEY}-s0.json", **fields)
-    assert find_twin(results, "b", KEY, 0, "v1") is None
+    assert find_twin(results, "b", KEY, 0, "v1", MACHINE) is None
 
 
 def test_records_of_the_same_matrix_stale_copies_and_unreadable_files_are_not_twins(tmp_path):
@@ -146,9 +181,10 @@ def test_records_of_the_same_matrix_stale_copies_and_unreadable_files_are_not_tw
     _write(results, "_work", f"code-{KEY}-s0.json")  # training state, not a record
     (results / "c").mkdir()
     (results / "c" / f"code-{KEY}-s0.json").write_text("{truncated")
-    assert find_twin(results, "b", KEY, 0, "v1") is None
+    assert find_twin(results, "b", KEY, 0, "v1", MACHINE) is None
     good = _write(results, "d", f"laps-{KEY}-s0.json")
-    path, rec = find_twin(results, "b", KEY, 0, "v1")
+    assert find_twin(results, "b", KEY, 0, "v1", None) is None  # this machine unknown
+    path, rec = find_twin(results, "b", KEY, 0, "v1", MACHINE)
     assert path == good and rec["matrix"] == "d-matrix"
 
 

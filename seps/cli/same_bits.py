@@ -37,15 +37,14 @@ def _row(p: Pair) -> list[str]:
         "differ",
         p.first_difference or "",
         _yes(p.same_code),
-        _yes(p.same_float_path)
-        + (f" ({p.cpu_a} / {p.cpu_b})" if p.same_float_path is False else ""),
+        _yes(p.same_machine) + (f" ({p.cpu_a} / {p.cpu_b})" if p.same_machine is False else ""),
         _yes(p.same_weights),
     ]
 
 
 def run(args: argparse.Namespace) -> int:
     pairs, only_a, only_b = compare_stores(args.first, args.second)
-    headers = ["record", "result", "first difference", "same code", "same float path",
+    headers = ["record", "result", "first difference", "same code", "same machine",
                "same weights"]  # fmt: skip
     if pairs:
         print(tabulate([_row(p) for p in pairs], headers=headers, tablefmt="github"))

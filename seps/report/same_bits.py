@@ -11,7 +11,8 @@ has (a measurement added to the records by later code, e.g. ``grad_share``) is n
 compared but counted (:attr:`Pair.added`): a record of older code still has the same
 bits when every number both carry is equal. A metric only one has is a difference. Where
 the bits differ, the row also says whether
-the two records came from the same code version, float path and pretrained weights
+the two records came from the same code version, machine (float path and CPU model:
+:func:`seps.provenance.bits_key`) and pretrained weights
 (:mod:`seps.provenance`), the three things besides the configs that decide them.
 """
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..provenance import cpu_label, float_path_key
+from ..provenance import bits_key, cpu_label
 from ..store import RecordError, scan_records
 from ..version import VERSION_KEY
 
@@ -80,7 +81,7 @@ class Pair:
     same: bool
     first_difference: str | None  # "metrics.rsum: 173.62 vs 186.4", or None
     same_code: bool
-    same_float_path: bool | None  # None: a record does not say (made before the stamp)
+    same_machine: bool | None  # float path and CPU model; None: a record does not say
     same_weights: bool | None  # None: a record with pretraining does not say
     cpu_a: str
     cpu_b: str
@@ -102,13 +103,13 @@ def compare_records(name: str, a: dict[str, Any], b: dict[str, Any]) -> Pair:
             first = f"{key}: {na.get(key, 'missing')} vs {nb.get(key, 'missing')}"
             break
     cpu_a, cpu_b = ((r.get("environment") or {}).get("cpu") for r in (a, b))
-    keys = float_path_key(cpu_a), float_path_key(cpu_b)
+    keys = bits_key(cpu_a), bits_key(cpu_b)
     return Pair(
         name=name,
         same=first is None,
         first_difference=first,
         same_code=a.get(VERSION_KEY) == b.get(VERSION_KEY),
-        same_float_path=None if None in keys else keys[0] == keys[1],
+        same_machine=None if None in keys else keys[0] == keys[1],
         same_weights=_same_weights(a, b),
         cpu_a=cpu_label(cpu_a),
         cpu_b=cpu_label(cpu_b),
