@@ -241,8 +241,8 @@ def load_results(results_dir: str | Path, matrix: str | None = None) -> pd.DataF
 
 def machines_line(df: pd.DataFrame) -> str:
     """One sentence naming the CPUs the records of ``df`` were made on, with counts (most
-    first), and why it matters: a rerun gives the same bits only on the same float path
-    from the same pretrained weights (:mod:`seps.provenance`)."""
+    first), and why it matters: a rerun gives the same bits only on the same CPU type and
+    float path from the same pretrained weights (:func:`seps.provenance.bits_key`)."""
     counts: dict[str, int] = {}
     per_profile: dict[Any, set[str]] = {}
     profiles_ = df["profile"] if "profile" in df else [None] * len(df)
@@ -267,8 +267,8 @@ def machines_line(df: pd.DataFrame) -> str:
     )
     return (
         f"Machines: {'; '.join(part(label, n) for label, n in ordered)}.{mixed} A rerun "
-        "reproduces a record bit for bit only on the same CPU float path and from the same "
-        "pretrained weights (`pretrain_fingerprint`; README, Guarantees)."
+        "reproduces a record bit for bit only on the same CPU type and float path and from "
+        "the same pretrained weights (`pretrain_fingerprint`; README, Guarantees)."
     )
 
 
