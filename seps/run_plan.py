@@ -9,7 +9,10 @@ without training, downloading or writing anything:
   each run's preset, those shared by every run once, the others per run;
 - what is to do: runs, trainings (runs that differ only in evaluation share one) and
   epochs, after the records that are stored and current and those to copy from another
-  matrix that has measured the same run (:mod:`seps.twins`);
+  matrix that has measured the same run (:mod:`seps.twins`), saying how many of the stored
+  records were made on another machine (:func:`seps.provenance.bits_key`: another CPU
+  type or float path, whose runs pair with this machine's only at the cost of the
+  machine's own effect; docs/across-machines.md);
 - the disk the trainings' checkpoints take, from parameter counts of the models built on
   the ``meta`` device (no weights in memory, nothing downloaded; ``unknown`` when the
   architecture is not available offline).
@@ -29,7 +32,7 @@ import torch
 
 from .config import SEPSConfig, get_config
 from .official import builtin_config
-from .provenance import here_bits_key
+from .provenance import here_bits_key, record_bits_key
 from .runner import PlannedRun, decide, is_stale, record_path, reusable_work_dir
 from .store import RecordError, read_record
 from .train_config import TrainConfig
@@ -328,6 +331,7 @@ def dry_run_text(
 
     rows, todo = [], []
     counts = {"current": 0, "failed": 0, "stale": 0, "unreadable": 0, "copied": 0}
+    counts["elsewhere"] = 0  # stored and current, but made on another machine
     for p in planned:
         rec, stored = _stored(record_path(results, p), version)
         rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
@@ -342,6 +346,8 @@ def dry_run_text(
                 todo.append(p)
         elif what == "skip":
             counts["current" if rec and rec["status"] == "done" else "failed"] += 1
+            if rec and rec["status"] == "done" and record_bits_key(rec) != here_bits_key():
+                counts["elsewhere"] += 1
         else:
             counts[what] += 1
     lines = [
@@ -388,6 +394,13 @@ def _todo_lines(
         f"evaluation share one), {_n(epochs, 'epoch')} in all"
         + (f", {len(evaluations)} finished trainings evaluated again" if evaluations else ""),
     ]
+    if counts["elsewhere"]:
+        lines.append(
+            f"machine: {counts['elsewhere']} of the {counts['current']} stored records were "
+            "made on another CPU type or float path than this one; runs made here would pair "
+            "with them at the cost of the machine's own effect, so remove them to rerun "
+            "here (docs/across-machines.md)"
+        )
     return lines + _disk_lines(planned, list(trainings.values()))
 
 

@@ -125,6 +125,22 @@ def test_a_record_made_on_another_cpu_model_is_not_copied_but_computed_here(
     assert len(trainings) == 2 and COPIED_FROM not in fresh
 
 
+def test_the_dry_run_counts_stored_records_made_on_another_machine(root, synth, tmp_path):
+    results = tmp_path / "results"
+    (source,) = _run(root, results, synth, "mini")
+    planned = plan(
+        load_matrix("mini", root), load_profile("tiny", root), [0], results, data_path=str(synth)
+    )
+    assert "another CPU type" not in dry_run_text(planned, results, version=code_version())
+    path = results / "mini" / f"code-{source['key']}-s0.json"
+    rec = json.loads(path.read_text())
+    rec["environment"]["cpu"]["model"] = "Some Other CPU"
+    path.write_text(json.dumps(rec))
+    text = dry_run_text(planned, results, version=code_version())
+    assert "to do: 0 of 1 runs" in text
+    assert "machine: 1 of the 1 stored records were made on another CPU type" in text
+
+
 KEY = "0123456789abcdef"
 CPU = {"model": "A CPU", "torch_capability": "AVX2", "numpy_dispatch": [],
        "overrides": {"SEPS_FLOAT_PATH": "portable", **FLOAT_PATHS["portable"]}}  # fmt: skip
