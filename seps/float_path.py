@@ -1,4 +1,11 @@
-"""Pinning the CPU float path, so that a record reproduces bit for bit on other x86 CPUs.
+"""Pinning the CPU float path: the same library kernels on every x86-64 CPU with AVX2.
+
+What the pin does not give: the same bits on another CPU model. A pinned AMD EPYC and a
+pinned Intel Xeon run of one `standard` config agree for two training steps and end
+45 rSum apart (docs/across-machines.md), so a record reproduces bit for bit on its own
+CPU model (:func:`seps.provenance.bits_key`). What it does give: one float path for a
+pretraining build's check (:mod:`seps.prebuild`), so a build made on one CPU type is
+used on another, and the same kernels wherever a record is rerun.
 
 Why: PyTorch, MKL, oneDNN and numpy each pick their CPU kernels by instruction set
 (and MKL also by CPU vendor and model). The kernels sum in different orders, so the same

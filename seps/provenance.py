@@ -199,7 +199,9 @@ def resume_warning(
 
     A matrix is compared pair by pair, so a store resumed on another machine mixes the
     machine's effect into its differences; measured: about +8 rSum on every preset
-    between two CPU types (README, "Across machines"). The runner says so once, before it
+    between two CPU types on their native paths, and as much as two seeds apart (220.8
+    against 266.2 rSum) between a pinned AMD and a pinned Intel run of one config at
+    `standard` (docs/across-machines.md). The runner says so once, before it
     starts; it does not refuse, since the numbers may still be wanted.
     """
     if not to_run or not existing:

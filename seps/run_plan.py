@@ -331,7 +331,8 @@ def dry_run_text(
 
     rows, todo = [], []
     counts = {"current": 0, "failed": 0, "stale": 0, "unreadable": 0, "copied": 0}
-    counts["elsewhere"] = 0  # stored and current, but made on another machine
+    # Stored and current, but made on another machine / before the CPU was stamped.
+    counts["elsewhere"] = counts["unstamped"] = 0
     for p in planned:
         rec, stored = _stored(record_path(results, p), version)
         rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
@@ -346,8 +347,12 @@ def dry_run_text(
                 todo.append(p)
         elif what == "skip":
             counts["current" if rec and rec["status"] == "done" else "failed"] += 1
-            if rec and rec["status"] == "done" and record_bits_key(rec) != here_bits_key():
-                counts["elsewhere"] += 1
+            if rec and rec["status"] == "done":
+                there = record_bits_key(rec)
+                if there is None:
+                    counts["unstamped"] += 1
+                elif there != here_bits_key():
+                    counts["elsewhere"] += 1
         else:
             counts[what] += 1
     lines = [
@@ -394,12 +399,16 @@ def _todo_lines(
         f"evaluation share one), {_n(epochs, 'epoch')} in all"
         + (f", {len(evaluations)} finished trainings evaluated again" if evaluations else ""),
     ]
-    if counts["elsewhere"]:
+    if counts["elsewhere"] or counts["unstamped"]:
+        which = [
+            f"{counts['elsewhere']} made on another CPU model or float path than this one",
+            f"{counts['unstamped']} made before records named their CPU",
+        ]
         lines.append(
-            f"machine: {counts['elsewhere']} of the {counts['current']} stored records were "
-            "made on another CPU type or float path than this one; runs made here would pair "
-            "with them at the cost of the machine's own effect, so remove them to rerun "
-            "here (docs/across-machines.md)"
+            f"machine: of the {counts['current']} stored and current records, "
+            f"{' and '.join(w for w in which if not w.startswith('0 '))}; runs made here "
+            "would pair with them at the cost of the machine's own effect, so remove them "
+            "to rerun here (docs/across-machines.md)"
         )
     return lines + _disk_lines(planned, list(trainings.values()))
 

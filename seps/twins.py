@@ -13,8 +13,9 @@ this matrix's labels (:data:`LABELS`) and the source named in ``copied_from``
 a copy of it). Only a record made on this machine's :func:`seps.provenance.bits_key`
 (float path and CPU model) is a twin: a run made on another CPU type is another
 computation with other numbers (an Intel and an AMD run of one config at `standard`
-ended 45 rSum apart), so a matrix resumed elsewhere recomputes its runs rather than
-mixing machines into its paired differences (docs/across-machines.md).
+ended 45 rSum apart), so such a run is computed here rather than copied. A matrix's own
+records from another machine are kept; the runner warns before it adds runs beside them
+and the dry run counts them (docs/across-machines.md).
 
 What is copied is a measurement, not a promise: the copy keeps the source's
 ``environment`` (CPU, float path), ``pretrain_fingerprint``, timings and ``started``, as

@@ -108,6 +108,7 @@ def test_a_bitwise_rerun_needs_the_same_cpu_model_even_on_a_pinned_float_path():
     assert bits_key(None) is None
     assert record_bits_key({"environment": {"cpu": intel}}) == bits_key(intel)
     assert record_bits_key({"environment": {}}) is None and record_bits_key({}) is None
+    assert record_bits_key({"environment": None}) is None
 
 
 def _record(cpu, fingerprint=None, recipe=None):
@@ -133,6 +134,12 @@ def test_resuming_beside_records_of_another_machine_says_so_in_one_line(monkeypa
         "results/m: 2 runs to make here beside 3 records that may differ in machine: "
         "1 other, 1 not recorded. Paired differences"
     )
+    # Pinned to one float path, another CPU model is still another machine.
+    pinned = {**AMD, "overrides": PINNED_OVERRIDES}
+    monkeypatch.setattr(prov, "cpu_identity", lambda: pinned)
+    assert resume_warning("results/m", [_record(pinned)], 1, None) is None
+    line = resume_warning("results/m", [_record({**pinned, "model": "Intel Xeon"})], 1, None)
+    assert line is not None and "machine: 1 other, 0 not recorded" in line
 
 
 def test_resuming_from_other_pretrained_weights_compares_records_of_the_same_recipe(

@@ -596,8 +596,9 @@ def test_a_matrix_resumed_on_another_machine_warns_once_before_it_runs(
     root, synth, tmp_path, float_path
 ):
     """Its runs pair with records of another machine; the user hears it before the runs,
-    in one line (seps.provenance.resume_warning). Another CPU model is another machine."""
-    float_path("native")
+    in one line (seps.provenance.resume_warning). Another CPU model is another machine,
+    pinned float path or not (docs/across-machines.md)."""
+    float_path("portable")
     results = tmp_path / "results"
     said: list[str] = []
     _run(root, results, synth, only="code", say=said.append)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from seps.cli import main
+from seps.float_path import FLOAT_PATHS
 from seps.report.same_bits import compare_records, compare_stores, numbers
 from seps.store import SCHEMA
 
@@ -60,6 +61,13 @@ def test_a_difference_names_rsum_first_and_what_else_differs():
     assert not pair.same
     assert pair.first_difference == "metrics.rsum: 180.0 vs 186.4"
     assert pair.same_code and pair.same_machine is False and pair.same_weights
+    # Pinned to one float path, another CPU model is still another machine.
+    pinned = {**AMD, "overrides": {"SEPS_FLOAT_PATH": "portable", **FLOAT_PATHS["portable"]}}
+    pair = compare_records(
+        "m/r", _record(cpu=pinned), _record(rsum=186.4, cpu={**pinned, "model": "Intel Xeon"})
+    )
+    assert pair.same_machine is False
+    assert compare_records("m/r", _record(cpu=pinned), _record(rsum=1.0, cpu=pinned)).same_machine
     # One last bit in one step's loss is a difference too.
     pair = compare_records("m/r", _record(), _record(loss=1.5000000000000002, weights="w2"))
     assert pair.first_difference == "history.0.loss: 1.5 vs 1.5000000000000002"

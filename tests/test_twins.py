@@ -111,10 +111,11 @@ def test_the_dry_run_counts_the_runs_it_would_copy(root, synth, tmp_path):
 
 
 def test_a_record_made_on_another_cpu_model_is_not_copied_but_computed_here(
-    root, synth, tmp_path, trainings
+    root, synth, tmp_path, trainings, float_path
 ):
     """Pinned Intel and AMD runs differ by seed-sized amounts at `standard`
-    (docs/across-machines.md): a twin must come from this machine."""
+    (docs/across-machines.md): a twin must come from this machine, pinned or not."""
+    float_path("portable")
     results = tmp_path / "results"
     (source,) = _run(root, results, synth, "mini")
     path = results / "mini" / f"code-{source['key']}-s0.json"
@@ -125,7 +126,10 @@ def test_a_record_made_on_another_cpu_model_is_not_copied_but_computed_here(
     assert len(trainings) == 2 and COPIED_FROM not in fresh
 
 
-def test_the_dry_run_counts_stored_records_made_on_another_machine(root, synth, tmp_path):
+def test_the_dry_run_counts_stored_records_made_on_another_machine(
+    root, synth, tmp_path, float_path
+):
+    float_path("portable")
     results = tmp_path / "results"
     (source,) = _run(root, results, synth, "mini")
     planned = plan(
@@ -138,7 +142,11 @@ def test_the_dry_run_counts_stored_records_made_on_another_machine(root, synth, 
     path.write_text(json.dumps(rec))
     text = dry_run_text(planned, results, version=code_version())
     assert "to do: 0 of 1 runs" in text
-    assert "machine: 1 of the 1 stored records were made on another CPU type" in text
+    assert "machine: of the 1 stored and current records, 1 made on another CPU model" in text
+    del rec["environment"]["cpu"]  # a record from before the runner stamped the CPU
+    path.write_text(json.dumps(rec))
+    text = dry_run_text(planned, results, version=code_version())
+    assert "records, 1 made before records named their CPU; runs made here" in text
 
 
 KEY = "0123456789abcdef"

@@ -31,9 +31,10 @@ COMPUTING_COMMANDS = ("run", "train", "eval", "pretrain")
 FLOAT_PATH_HELP = (
     f"environment: {ENV_VAR}=portable, the default on x86-64, pins the CPU float path "
     "(PyTorch and oneDNN kernels at AVX2, MKL on its vendor-neutral COMPATIBLE branch, numpy "
-    "without AVX-512), meant to give the same bits on any x86-64 CPU with AVX2 (checked on "
-    "one CPU type so far); measured on AMD EPYC it costs about 1.2x the time of a standard "
-    "code run and about 1.5-1.9x that of the synth-48 pretraining; 'native' lets each "
+    "without AVX-512): the same kernels on any x86-64 CPU with AVX2, but the same bits only "
+    "on the same CPU model (pinned Intel and AMD runs differ); measured on AMD EPYC it "
+    "costs about 1.2x the time of a standard code run and about 1.5-1.9x that of the "
+    "synth-48 pretraining; 'native' lets each "
     "library pick its kernels for this CPU. The path in force is stamped on every record "
     "(environment.cpu). See README, 'Across machines'."
 )
