@@ -330,9 +330,12 @@ def dry_run_text(
     from tabulate import tabulate
 
     rows, todo = [], []
-    counts = {"current": 0, "failed": 0, "stale": 0, "unreadable": 0, "copied": 0}
-    # Stored and current, but made on another machine / before the CPU was stamped.
-    counts["elsewhere"] = counts["unstamped"] = 0
+    # elsewhere / unstamped: stored and current, made on another machine / before the
+    # runner stamped the CPU.
+    counts = dict.fromkeys(
+        ("current", "failed", "stale", "unreadable", "copied", "elsewhere", "unstamped"), 0
+    )
+    here = here_bits_key()
     for p in planned:
         rec, stored = _stored(record_path(results, p), version)
         rows.append([p.run.id, p.seed, p.run.preset, p.run.describe(), p.key, stored])
@@ -341,18 +344,14 @@ def dry_run_text(
         else:
             what = decide(rec, version, retry_failed=retry_failed, rerun_stale=rerun_stale)
         if what in ("run", "rerun-stale"):
-            if reuse and find_twin(results, p.matrix, p.key, p.seed, version, here_bits_key()):
+            if reuse and find_twin(results, p.matrix, p.key, p.seed, version, here):
                 counts["copied"] += 1
             else:
                 todo.append(p)
         elif what == "skip":
             counts["current" if rec and rec["status"] == "done" else "failed"] += 1
-            if rec and rec["status"] == "done":
-                there = record_bits_key(rec)
-                if there is None:
-                    counts["unstamped"] += 1
-                elif there != here_bits_key():
-                    counts["elsewhere"] += 1
+            if rec and rec["status"] == "done" and record_bits_key(rec) != here:
+                counts["unstamped" if record_bits_key(rec) is None else "elsewhere"] += 1
         else:
             counts[what] += 1
     lines = [
