@@ -195,7 +195,12 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         squeeze=False,
         layout="constrained",
     )
-    titles = {"loss": "hardest-negative triplet (every epoch)", "val_rsum": "validation rSum"}
+    # The loss panel plots ``align_hardest``, a diagnostic logged for every run whatever it
+    # trains (InfoNCE at `standard`), so the title must not read as the trained loss.
+    titles = {
+        "loss": "hardest-negative triplet, logged (whatever the run trains)",
+        "val_rsum": "validation rSum",
+    }
     out: Curves = {}
     handles: dict[str, Any] = {}
     for row, (profile, panels) in enumerate(series.items()):
