@@ -350,8 +350,9 @@ def dry_run_text(
                 todo.append(p)
         elif what == "skip":
             counts["current" if rec and rec["status"] == "done" else "failed"] += 1
-            if rec and rec["status"] == "done" and record_bits_key(rec) != here:
-                counts["unstamped" if record_bits_key(rec) is None else "elsewhere"] += 1
+            there = record_bits_key(rec) if rec and rec["status"] == "done" else here
+            if there != here:
+                counts["unstamped" if there is None else "elsewhere"] += 1
         else:
             counts[what] += 1
     lines = [
