@@ -10,7 +10,8 @@ it for worker processes; a test calling ``main`` must not change the next test's
 Before anything imports torch: the session pins the CPU float path as the command line
 does (``seps.float_path.apply_requested``), so that in-process runs compute what
 ``seps-bench`` computes and the tests' bit-for-bit comparisons hold; ``import seps``
-itself no longer does it.
+itself no longer does it. The kernels are then chosen at once, so that no test's change
+to the environment can choose them.
 
 Markers: ``slow`` marks the end-to-end tests (subprocess matrices, kill-and-resume,
 DDP, Ray, the smoke matrix); ``pytest -m "not slow"`` deselects them.
@@ -26,6 +27,13 @@ from seps.float_path import apply_requested
 apply_requested()  # before the imports below load torch
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
+
+# ATen picks its kernels (AVX2 or AVX512) at the first dispatch, not at import, reading
+# ATEN_CPU_CAPABILITY then. A test that removes the variable for a moment (to read the
+# machine's own levels) would otherwise fix the whole session on AVX512 when it happens to
+# dispatch first, and later in-process runs would fail the float-path check.
+torch.backends.cpu.get_cpu_capability()
 
 from seps.data.synth import generate_synthetic  # noqa: E402
 
