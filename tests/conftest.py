@@ -2,6 +2,8 @@
 
 ``synth``: one small synthetic dataset (60 images at 32 px, seed 0) in the official
 layout, generated once per session; tests that damage data copy it first.
+``env``: the hand-written records of tests/report_records.py (matrix ``mini``) in a
+results folder, with their ablation root and a reports folder.
 ``no_network``: the hub offline and every connection attempt refused and recorded (the
 list it returns), for tests that must prove nothing is downloaded.
 Every test: ``HF_HUB_DISABLE_PROGRESS_BARS`` restored afterwards (``--no-progress`` sets
@@ -35,6 +37,9 @@ import torch  # noqa: E402
 # dispatch first, and later in-process runs would fail the float-path check.
 torch.backends.cpu.get_cpu_capability()
 
+from ablation_roots import make_ablation_root  # noqa: E402
+from report_records import MATRIX_YAML, _store  # noqa: E402
+
 from seps.data.synth import generate_synthetic  # noqa: E402
 
 
@@ -52,6 +57,17 @@ def synth(tmp_path_factory):
     path = tmp_path_factory.mktemp("synth")
     generate_synthetic(path, n_images=60, seed=0, image_size=32)
     return path
+
+
+@pytest.fixture()
+def env(tmp_path):
+    """``{"root", "results", "reports"}``: an ablation root holding ``mini``, a results
+    folder with its hand-written records (tests/report_records.py) and an empty reports
+    folder."""
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX_YAML})
+    results = tmp_path / "results"
+    _store(results)
+    return {"root": root, "results": results, "reports": tmp_path / "reports"}
 
 
 @pytest.fixture()

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from test_report import _record, _section, _write, env  # noqa: F401
+from report_records import _record, _section, _write
 
 from seps.metrics import recall_at_k
 from seps.report import write_report
@@ -36,7 +36,7 @@ def test_random_similarity_matrices_average_chance_and_stay_under_the_threshold(
     assert np.mean(np.array(rsums) <= threshold(n)) > 0.99
 
 
-def test_report_lists_a_seed_at_chance(env):  # noqa: F811
+def test_report_lists_a_seed_at_chance(env):
     for seed in range(3):
         rec = _record("base", seed)
         rec["eval_images"] = 200
@@ -60,7 +60,7 @@ def test_report_lists_a_seed_at_chance(env):  # noqa: F811
     ] in rows
 
 
-def test_report_says_when_no_seed_is_at_chance(env):  # noqa: F811
+def test_report_says_when_no_seed_is_at_chance(env):
     text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
     assert "30 test images: chance 102.0, threshold 181.8" in text
     assert re.search(r"None of the \d+ completed records is at chance level\.", text)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from ablation_roots import make_ablation_root
-from test_report import T975_DF2, _record, _write
+from report_records import T975_DF2, _record, _write
 
 from seps.ablations import RunSpec, load_matrix
 from seps.report import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from ablation_roots import make_ablation_root
-from test_report import MATRIX_YAML, _store, _table_after
+from report_records import MATRIX_YAML, _store, _table_after
 from test_runner import PROFILE, _run
 from test_twins import MATRICES
 

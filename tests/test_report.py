@@ -1,22 +1,31 @@
-"""Reports from stored run records (seps/report.py), on hand-written records only.
-
-No test trains: every record is a JSON file with the fields of ``seps.runner.execute``
-and metrics chosen so that means, confidence intervals and paired differences can be
-computed by hand.
+"""Reports from stored run records (seps/report.py): statistics, loading, the summary, the
+page and its command, on the hand-written records of tests/report_records.py (no test
+trains). The page's special sections (identical variants, collapsed runs, dense-caption
+protocols, code versions) are pinned in tests/test_report_sections.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import shutil
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from ablation_roots import make_ablation_root
+from report_records import (
+    P_FLIP,
+    P_NOACT,
+    RECALL_KEYS,
+    REPO,
+    T975_DF2,
+    K,
+    _history,
+    _record,
+    _section,
+    _stamp_current,
+    _store,
+    _table_after,
+    _write,
+)
 
 from seps.ablations import load_matrix
 from seps.cli import main
@@ -24,7 +33,6 @@ from seps.report import (
     load_results,
     paired_test,
     paper_reference,
-    plot_collapsed,
     plot_curves,
     plot_delta,
     summarise,
@@ -32,179 +40,6 @@ from seps.report import (
     t_two_sided_p,
     write_report,
 )
-from seps.runner import SCHEMA
-from seps.version import VERSION_KEY, code_version
-
-REPO = Path(__file__).resolve().parents[1]
-#: The six recalls of every record are BASE + k, so rsum = 370 + 6k.
-BASE = [50.0, 70.0, 80.0, 40.0, 60.0, 70.0]
-RECALL_KEYS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"]
-#: (run, seed) -> k. base: rsum 370, 376, 364. flip-hrpa: paired Δ 12, 15, 12 (clear
-#: effect). no-act: paired Δ 6, -6, -3 (noise). lonely: one seed, Δ 3.
-K = {
-    ("base", 0): 0.0,
-    ("base", 1): 1.0,
-    ("base", 2): -1.0,
-    ("flip-hrpa", 0): 2.0,
-    ("flip-hrpa", 1): 3.5,
-    ("flip-hrpa", 2): 1.0,
-    ("no-act", 0): 1.0,
-    ("no-act", 1): 0.0,
-    ("no-act", 2): -1.5,
-    ("lonely", 0): 0.5,
-}
-T975_DF2 = 4.302652729911275  # Student t 0.975 quantile, 2 degrees of freedom
-#: Paired t-test p-values of flip-hrpa (t = 13 / 1) and no-act (t = 1 / sqrt(13)), df = 2:
-#: p = 1 - t / sqrt(t^2 + 2).
-P_FLIP = 1 - 13 / math.sqrt(171)
-P_NOACT = 1 - (1 / math.sqrt(13)) / math.sqrt(1 / 13 + 2)
-
-MATRIX_YAML = {
-    "name": "mini",
-    "description": "A five-variant test matrix.",
-    "baseline": "base",
-    "runs": [
-        {"id": "base", "preset": "code"},
-        {"id": "flip-hrpa", "preset": "code", "set": {"hrpa": "mean_topk"}, "difference": "hrpa"},
-        {"id": "no-act", "preset": "code", "set": {"similarity_activation": "none"}},
-        {"id": "lonely", "preset": "code", "set": {"decision": "gumbel_topk"}},
-        {"id": "broken", "preset": "code", "set": {"aggregation": "dual"}},
-    ],
-}
-
-
-def _history(seed: int, k: float) -> list[dict[str, Any]]:
-    return [
-        {
-            "epoch": e,
-            "loss": 1.0 - 0.1 * e + 0.01 * seed + 0.001 * k,
-            "align": 0.9,
-            "ratio": 0.25,
-            "grad_norm": 1.5,
-            "keep_ratio": {"sparse": 0.5, "dense": 0.5},
-            "steps": 6,
-            "lr": [0.0002],
-            "seconds": 1.0,
-            "train_pairs_per_second": 100.0,
-            "val": {"rsum": 100.0 + 10.0 * e + seed + k},
-        }
-        for e in range(2)
-    ]
-
-
-def _record(
-    run_id: str,
-    seed: int,
-    *,
-    profile: str = "quick",
-    status: str = "done",
-    error: str | None = None,
-    started: float = 1000.0,
-    key: str = "k0",
-    seconds: float = 12.0,
-    k: float | None = None,
-) -> dict[str, Any]:
-    run = next(r for r in MATRIX_YAML["runs"] if r["id"] == run_id)
-    rec: dict[str, Any] = {
-        "schema": SCHEMA,
-        "matrix": "mini",
-        "profile": profile,
-        "run_id": run_id,
-        "describe": ", ".join(f"{a}={b}" for a, b in run.get("set", {}).items()) or "(preset)",
-        "preset": run["preset"],
-        "difference": run.get("difference"),
-        "paper_row": None,
-        "seed": seed,
-        "key": key,
-        "train_key": key,
-        "head_config": {"embed_size": 64},
-        "train_config": {
-            "dataset": "synthetic",
-            "synth_images": 300,
-            "eval_split": "test",
-            "epochs": 2,
-            "batch_size": 16,
-            "max_steps_per_epoch": 6,
-            "backbone": "tiny-vit",
-            "text_backbone": "tiny-bert",
-            "dense_source": "query",
-            "protocol": "finetune",
-            "seed": seed,
-        },
-        "started": started,
-        "status": status,
-        "error": error,
-        "traceback": None if status == "done" else "Traceback ...",
-        "environment": {"torch": "2.14.1", "device_name": "x86_64", "git_commit": "abc123" * 7},
-        "wall_seconds": seconds + 1.0,
-    }
-    if status == "done":
-        kk = K[(run_id, seed)] if k is None else k
-        recalls = dict(zip(RECALL_KEYS, [b + kk for b in BASE], strict=True))
-        rec.update(
-            metrics={**recalls, "rsum": sum(recalls.values()), "i2t_medr": 1.0, "t2i_medr": 2.0},
-            dense_source="query",
-            protocol="finetune",
-            history=_history(seed, kk),
-            nonfinite_steps=0,
-            train_seconds=seconds,
-            eval_seconds=seconds / 10,
-            eval_pairs_per_second=1000.0 / seconds,
-            train_pairs_per_second=50.0 / seconds,
-            parameters=1_234_567,
-            trainable_parameters=1_000_000,
-            peak_memory_bytes=2**30,
-            eval_images=30,
-        )
-    return rec
-
-
-def _write(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True))
-
-
-def _store(results: Path, seconds: float = 12.0) -> None:
-    """The records of ``mini`` plus files the loader must ignore."""
-    d = results / "mini"
-    for (run_id, seed), _ in K.items():
-        _write(d / f"{run_id}-k0-s{seed}.json", _record(run_id, seed, seconds=seconds))
-    _write(
-        d / "broken-k0-s0.json",
-        _record("broken", 0, status="failed", error="RuntimeError: out of memory\nmore"),
-    )
-    # Superseded: an older record of base/seed 0 under another config key.
-    _write(d / "base-old-s0.json", _record("base", 0, key="old", started=1.0, k=40.0))
-    # Not records: another schema, a temp file, and the training work folder.
-    _write(d / "notes.json", {"hello": "world"})
-    (d / ".base-k0-s1.json.123.tmp").write_text("{partial")
-    _write(results / "_work" / "abc-s0" / "result.json", _record("base", 0))
-
-
-@pytest.fixture()
-def env(tmp_path: Path) -> dict[str, Path]:
-    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX_YAML})
-    results = tmp_path / "results"
-    _store(results)
-    return {"root": root, "results": results, "reports": tmp_path / "reports"}
-
-
-def _section(text: str, title: str) -> str:
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else None]
-
-
-def _table_after(text: str, marker: str) -> list[list[str]]:
-    """The cells of the first markdown table after ``marker``."""
-    lines = text[text.index(marker) :].splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    rows = []
-    for line in lines[first:]:
-        if not line.startswith("|"):
-            break
-        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
-    return rows
 
 
 # ------------------------------------------------------------------------ statistics
@@ -538,16 +373,6 @@ def test_paper_figures_copy_the_reference_tables():
     assert settings == [r[1] for r in by_title["Module ablations"]]
 
 
-# ------------------------------------------------------------------------------ CLI
-def _stamp_current(results: Path) -> None:
-    """Stamp every record of ``mini`` with this code's version: the command refuses a
-    page of records made by other code (tests/test_report_versions.py)."""
-    for f in sorted((results / "mini").glob("*.json")):
-        rec = json.loads(f.read_text())
-        if rec.get("schema") == SCHEMA:
-            _write(f, {**rec, VERSION_KEY: code_version()})
-
-
 def test_cli_report_writes_every_matrix_with_records(env, capsys):
     _stamp_current(env["results"])
     argv = ["report", "--results", str(env["results"]), "--reports", str(env["reports"])]
@@ -583,206 +408,3 @@ def test_unreadable_record_is_named_in_output_and_report(env, capsys):
     assert "flip-hrpa" in row and "| 7 " in row and bad.name in row
     df = load_results(env["results"])
     assert (df["status"] == "unreadable").sum() == 1
-
-
-# --------------------------------------------------------------- identical variants
-def _add_run(env: dict[str, Path], run: dict[str, Any]) -> None:
-    doc = {**MATRIX_YAML, "runs": [*MATRIX_YAML["runs"], run]}
-    (env["root"] / "matrices" / "mini.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def _copy_of_base(env: dict[str, Path], run_id: str, head: dict[str, Any], seed: int) -> None:
-    rec = _record("base", seed)
-    rec.update(run_id=run_id, describe=run_id, head_config=head)
-    _write(env["results"] / "mini" / f"{run_id}-k0-s{seed}.json", rec)
-
-
-def test_report_identical_variant_is_not_a_test(env):
-    base_head = {"embed_size": 64, "decision": "topk", "ratio_loss": "unified"}
-    for seed in range(3):
-        rec = _record("base", seed)
-        rec["head_config"] = base_head
-        _write(env["results"] / "mini" / f"base-k0-s{seed}.json", rec)
-    _add_run(env, {"id": "ratio-only", "preset": "code", "set": {"ratio_loss": "separate"}})
-    doc = yaml.safe_load((env["root"] / "matrices" / "mini.yaml").read_text())
-    doc["runs"].append({"id": "mystery", "preset": "code", "set": {"hrpa": "mean_topk"}})
-    (env["root"] / "matrices" / "mini.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    for seed in range(3):
-        _copy_of_base(env, "ratio-only", {**base_head, "ratio_loss": "separate"}, seed)
-        _copy_of_base(env, "mystery", {**base_head, "hrpa": "mean_topk"}, seed)
-
-    s = summarise(load_results(env["results"]), load_matrix("mini", env["root"]))
-    s = s.set_index("run_id")
-    assert s.loc["ratio-only", "identical"] and s.loc["mystery", "identical"]
-    assert (
-        s.loc["ratio-only", "identical_reason"]
-        == "the ratio loss is a constant under decision=topk"
-    )
-    assert s.loc["mystery", "identical_reason"] is None
-    assert s.loc["ratio-only", "delta_mark"] == "identical"
-
-    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
-    rows = {r[0]: r for r in _table_after(text, "## Results")[2:]}
-    assert rows["ratio-only"][10:] == [
-        "0.0 (identical)",
-        "identical (no effect possible)",
-        "not a test",
-        "identical: the ratio loss is a constant under decision=topk",
-    ]
-    assert rows["mystery"][10:] == [
-        "0.0 (identical)",
-        "identical (no effect possible)",
-        "not a test",
-        "identical",
-    ]
-    assert "1.000" not in rows["ratio-only"] and "1.000" not in rows["mystery"]
-    # Identical variants are not tests: the family is still flip-hrpa and no-act.
-    assert "Holm-corrected across the 2 paired tests of this report" in text
-    assert rows["flip-hrpa"][12] == f"{2 * P_FLIP:.3f}"
-    shows = _section(text, "What this run shows")
-    line = next(x for x in shows.splitlines() if x.startswith("- Identical"))
-    assert "`ratio-only` (the ratio loss is a constant under decision=topk)" in line
-    assert "`mystery` (reason not known)" in line
-    assert "ratio-only" not in next(x for x in shows.splitlines() if "No difference" in x)
-    impact = _table_after(_section(text, "Reported by the paper"), "Claimed impact")
-    assert all("identical" not in c for r in impact for c in r)  # only flip-hrpa has a claim
-
-
-# ------------------------------------------------------------------ collapsed runs
-def test_report_lists_collapsed_runs_with_their_curves(env):
-    rec = _record("no-act", 0)
-    step = _history(0, 1.0)[0]
-    rec["history"] = [
-        {**step, "epoch": e, "val": {"rsum": v}} for e, v in enumerate((100.0, 120.0, 90.0))
-    ]
-    _write(env["results"] / "mini" / "no-act-k0-s0.json", rec)
-    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
-    section = _section(text, "Collapsed runs")
-    assert "1 of the 10 runs with a validation curve collapsed" in section
-    table = _table_after(section, "collapsed:")
-    assert table[0] == ["run", "profile", "seed", "best val rSum", "final val rSum", "drop"]
-    assert table[2:] == [["no-act", "quick", "0", "120.0 (epoch 1)", "90.0 (epoch 2)", "-25.0%"]]
-    assert "![validation rSum of the collapsed runs](mini-collapsed.png)" in section
-    png = env["reports"] / "mini-collapsed.png"
-    assert png.stat().st_size > 1000
-    # The plot shows the record's curve, read back from the drawn line.
-    matrix = load_matrix("mini", env["root"])
-    df = load_results(env["results"])
-    from seps.report.collapse import collapsed_runs
-
-    runs, checked = collapsed_runs(df[df.file != "mini/base-old-s0.json"], matrix)
-    assert checked == 10 and [(r["run_id"], r["seed"]) for r in runs] == [("no-act", 0)]
-    series = plot_collapsed(runs, env["reports"] / "check.png")
-    assert series == {"quick / no-act": {"seed 0": ([0.0, 1.0, 2.0], [100.0, 120.0, 90.0])}}
-    # Regenerating is byte-identical; once nothing collapses the plot is removed.
-    first = png.read_bytes()
-    write_report("mini", env["results"], env["reports"], root=env["root"])
-    assert png.read_bytes() == first
-    _write(env["results"] / "mini" / "no-act-k0-s0.json", _record("no-act", 0))
-    write_report("mini", env["results"], env["reports"], root=env["root"])
-    assert not png.exists()
-
-
-# -------------------------------------------------------- dense-caption protocols
-def test_report_header_states_the_evaluation_protocol_key(env):
-    for i, f in enumerate(sorted((env["results"] / "mini").glob("*-k0-s*.json"))):
-        rec = json.loads(f.read_text())
-        # The top-level key, or the train config's field when the record has only that.
-        if i % 2:
-            rec["eval_dense_source"] = "candidate"
-        else:
-            rec["train_config"]["eval_dense_source"] = "candidate"
-        _write(f, rec)
-    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
-    header = text.split("## Protocol")[0]
-    assert (
-        "training `query` (official, leaks the ground-truth image's dense caption); "
-        "evaluation `candidate` (fair)."
-    ) in header
-    protocol = _section(text, "Protocol")
-    assert "(`eval_dense_source`, else the training one): candidate (fair)" in protocol
-    assert "dense caption (train / eval)" not in text  # one protocol pair: no column
-
-
-def test_report_with_mixed_protocols_states_them_per_row(env):
-    for seed in range(3):
-        rec = _record("no-act", seed)
-        rec["train_config"]["dense_source"] = "candidate"
-        _write(env["results"] / "mini" / f"no-act-k0-s{seed}.json", rec)
-    rec = _record("flip-hrpa", 0)
-    rec["eval_dense_source"] = "shuffled"
-    _write(env["results"] / "mini" / "flip-hrpa-k0-s0.json", rec)
-    text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
-    header = text.split("## Protocol")[0]
-    assert "this matrix mixes protocols" in header
-    assert "`query` = official, leaks the ground-truth image's dense caption" in header
-    assert "`candidate` = fair" in header
-    table = _table_after(text, "## Results")
-    assert table[0][:3] == ["variant", "what differs", "dense caption (train / eval)"]
-    cells = {r[0]: r[2] for r in table[2:]}
-    assert cells == {
-        "base (baseline)": "query / query",
-        "flip-hrpa": "varies",
-        "no-act": "candidate / candidate",
-        "lonely": "query / query",
-        "broken": "—",
-    }
-    impact = _table_after(_section(text, "Reported by the paper"), "Claimed impact")
-    assert impact[0][1] == "dense caption (train / eval)" and impact[2][1] == "varies"
-    protocol = _section(text, "Protocol")
-    assert "dense caption in training** (`train_config.dense_source`): varies:" in protocol
-
-
-def test_report_refuses_records_of_two_code_versions_unless_allowed(env):
-    d = env["results"] / "mini"
-    for i, f in enumerate(sorted(d.glob("*-k0-s*.json"))):
-        rec = json.loads(f.read_text())
-        rec["code_version"] = "a" * 16 if i % 2 else "b" * 16
-        _write(f, rec)
-    args = (env["results"], env["reports"])
-    with pytest.raises(ValueError, match=r"code versions: .*--allow-mixed-versions"):
-        write_report("mini", *args, root=env["root"])
-    assert not (env["reports"] / "mini.md").exists()
-    text = write_report("mini", *args, root=env["root"], allow_mixed_versions=True).read_text()
-    assert f"Code versions: {'a' * 16}, {'b' * 16}" in text
-    # The CLI says it in one line and exits 2, and accepts the option.
-    assert (
-        main(
-            [
-                "report",
-                "mini",
-                "--results",
-                str(env["results"]),
-                "--reports",
-                str(env["reports"]),
-                "--ablations",
-                str(env["root"]),
-            ]
-        )
-        == 2
-    )
-
-
-def test_stale_records_set_aside_are_not_read(env):
-    d = env["results"] / "mini"
-    before = len(load_results(env["results"], "mini"))
-    f = sorted(d.glob("*-k0-s*.json"))[0]
-    shutil.copy(f, d / (f.stem + ".stale.json"))
-    shutil.copy(f, d / (f.stem + ".stale.1.json"))
-    assert len(load_results(env["results"], "mini")) == before
-
-
-def test_the_text_only_matcher_line_is_given_per_profile_when_profiles_mix():
-    import pandas as pd
-
-    from seps.report.prose import _text_only_lines
-
-    rows = [("standard", s, 320.0 + s) for s in range(3)] + [("smoke", 0, 480.0)] * 2
-    df = pd.DataFrame(rows, columns=["profile", "seed", "text_only_rsum"])
-    lines = _text_only_lines(df)
-    assert len(lines) == 2
-    assert "(profile `smoke`)" in lines[0] and "rSum 480.0 ± n/a over 1 test" in lines[0]
-    assert "(profile `standard`)" in lines[1] and "over 3 test split(s)" in lines[1]
-    # one profile: one line, as before (committed reports keep their bytes)
-    one = _text_only_lines(df[df["profile"] == "standard"])
-    assert len(one) == 1 and one[0].startswith("- **text-only matcher** (`seps.baselines`")

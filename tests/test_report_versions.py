@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ablation_roots import make_ablation_root
-from test_report import MATRIX_YAML, _store, _write
+from report_records import MATRIX_YAML, _store, _write
 from test_scorecard import CLAIMS, MATRIX, SEEDS, _write_records
 
 from seps.cli import main

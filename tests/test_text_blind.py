@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from test_report import _add_run, _record, _section, _table_after, _write, env  # noqa: F401
+from report_records import _add_run, _record, _section, _table_after, _write
 
 from seps.ablations import load_matrix
 from seps.metrics import recall_at_k
@@ -83,7 +83,7 @@ def test_a_blind_side_makes_the_comparison_no_test():
     assert effect_verdict("-", c, math.nan) == UNTESTABLE
 
 
-def test_report_marks_a_blind_variant_and_keeps_it_out_of_the_family(env, tmp_path):  # noqa: F811
+def test_report_marks_a_blind_variant_and_keeps_it_out_of_the_family(env, tmp_path):
     _add_run(env, {"id": "dense-only", "preset": "code", "set": {"dense_fusion": "dense_only"}})
     for seed in range(3):
         rec = _record("base", seed)
@@ -111,6 +111,6 @@ def test_report_marks_a_blind_variant_and_keeps_it_out_of_the_family(env, tmp_pa
     assert "`text-blind`:" in text  # the legend explains the mark
 
 
-def test_report_without_a_blind_run_does_not_mention_the_mark(env):  # noqa: F811
+def test_report_without_a_blind_run_does_not_mention_the_mark(env):
     text = write_report("mini", env["results"], env["reports"], root=env["root"]).read_text()
     assert BLIND not in text
