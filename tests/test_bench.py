@@ -15,9 +15,19 @@ from seps.cli import bench as command
 from seps.cli import main
 
 
-def test_caption_lengths_real_and_histogram(monkeypatch) -> None:
+def test_caption_lengths_come_from_the_captions_found_else_from_the_histogram(
+    monkeypatch, tmp_path
+) -> None:
+    # A captions folder in the Flickr30K layout: its word counts are the pool.
+    (tmp_path / "test_caps.txt").write_text("a b c\n\none two three four five\n")
+    dense = [{"text": " ".join(["w"] * n)} for n in (40, 60)]
+    (tmp_path / "f30k_test.jsonl").write_text("\n".join(json.dumps(d) for d in dense))
+    monkeypatch.setattr(workloads, "_DATA_DIRS", (Path("/nonexistent"), tmp_path))
+    lengths, source = bench.caption_lengths("sparse", 50, seed=1)
+    assert source == str(tmp_path / "test_caps.txt") and set(lengths) == {3, 5}
     lengths, source = bench.caption_lengths("dense", 50, seed=1)
-    assert len(lengths) == 50 and all(20 <= n <= 300 for n in lengths)
+    assert source == str(tmp_path / "f30k_test.jsonl") and set(lengths) == {40, 60}
+    # Without one, the stored histogram of the real counts.
     monkeypatch.setattr(workloads, "_DATA_DIRS", (Path("/nonexistent"),))
     lengths, source = bench.caption_lengths("sparse", 200, seed=1)
     assert source.endswith("f30k_lengths.json")
@@ -118,10 +128,6 @@ def test_cli_help_explains_options(capsys) -> None:
         assert opt in out
 
 
-def test_cli_rejects_unknown_impl() -> None:
-    assert main(["bench", "--report", "--quick", "--impls", "fast"]) != 0
-
-
 def _sleepers(times: dict[str, list[float]], calls: list[str]):
     """``fn(name)``: a callable that logs ``name`` in ``calls``, sleeps the next of
     ``times[name]`` and returns ``name`` (a stand-in for a timed implementation)."""
@@ -200,6 +206,14 @@ def _one_error_line(capsys) -> str:
     assert "\n" not in err and "Traceback" not in err, err
     assert err.startswith("seps-bench bench: error: "), err
     return err
+
+
+def test_cli_unknown_implementation_is_one_clear_line(captured, capsys, tmp_path) -> None:
+    argv = ["bench", "--report", "--quick", "--impls", "fast", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = _one_error_line(capsys)
+    assert "--impls" in err and "fast" in err, err
+    assert not captured  # refused before any work
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

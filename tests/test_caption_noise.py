@@ -242,8 +242,15 @@ def test_never_describes_nothing() -> None:
         assert len(described.objects) >= 1
 
 
-def test_plain_caption_unchanged_by_style_none() -> None:
+def test_the_plain_grammar_of_a_fixed_scene_and_seed_is_pinned() -> None:
+    """``style=None`` (the default) is the plain grammar; its text for one scene and seed
+    is pinned, since a change to it changes every generated dataset."""
     scene = sample_scene(np.random.default_rng(0))
-    a = dense_caption(scene, np.random.default_rng(1))
-    b = dense_caption(scene, np.random.default_rng(1), None)
-    assert a == b
+    pinned = (
+        "The image features a single shape arranged on a navy gradient background. A small "
+        "red circle is located in the top right corner of the image. The background is a "
+        "smooth navy gradient that becomes lighter toward the left. The circle is the only "
+        "object in the image, which makes it the clear focal point of the scene."
+    )
+    assert dense_caption(scene, np.random.default_rng(1)) == pinned
+    assert dense_caption(scene, np.random.default_rng(1), None) == pinned

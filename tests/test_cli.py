@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -84,15 +85,28 @@ def test_renamed_output_flags_keep_their_old_spelling_hidden(tmp_path, capsys):
     assert "--output: required" in capsys.readouterr().err
 
 
-def test_quiet_before_or_after_the_command_turns_progress_off():
-    from seps.cli import build_parser
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_before_or_after_the_command_turns_progress_off(where, monkeypatch, tmp_path):
+    """``--quiet`` implies ``--no-progress`` (seps.cli.main), wherever it is written: the
+    Hugging Face loading bars go off and the variable that reaches worker processes is set."""
+    import transformers
 
-    parser = build_parser(["run"])
-    for argv in (["--quiet", "run", "m"], ["run", "m", "--quiet"], ["run", "m", "--no-progress"]):
-        args = parser.parse_args(argv)
-        assert args.quiet or args.no_progress, argv
-    args = parser.parse_args(["run", "m"])
-    assert not args.quiet and not args.debug and not args.no_progress
+    hf = transformers.utils.logging
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    hf.enable_progress_bar()
+    command = ["run", "seven-differences", "--profile", "smoke", "--dry-run"]
+    argv = ["--quiet", *command] if where == "before" else [*command, "--quiet"]
+    try:
+        assert main([*argv, "--results", str(tmp_path)]) == 0
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+        assert not hf.is_progress_bar_enabled()
+        # without it the bars stay on
+        hf.enable_progress_bar()
+        monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")
+        assert main([*command, "--results", str(tmp_path)]) == 0
+        assert hf.is_progress_bar_enabled() and "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+    finally:
+        hf.enable_progress_bar()
 
 
 def test_every_subcommand_documents_debug(capsys):

@@ -204,11 +204,17 @@ def test_ray_backend_runs_in_local_ray(root, synth, tmp_path):
     assert all(r["status"] == "done" for r in records)
     local = {r["run_id"]: r for r in _run(root, tmp_path / "local", synth, only="code,code+hrpa")}
     for r in records:
-        # Same configs and keys as a local run; a Ray worker may use another thread count,
-        # so float rounding can move a rank: compare the training record, not exact recalls.
-        assert r["key"] == local[r["run_id"]]["key"]
-        assert len(r["history"]) == len(local[r["run_id"]]["history"]) == 2
-        assert r["metrics"]["rsum"] == pytest.approx(local[r["run_id"]]["metrics"]["rsum"], abs=60)
+        # The same configs and keys as a local run. A Ray worker gets one thread (the task
+        # asks for one CPU), the local run all of torch's, so float rounding differs in the
+        # last bits: the losses agree to 1e-5 (measured: 4e-8), and the rSum within one
+        # rank move of one image query on the 6 test images (16.7).
+        here = local[r["run_id"]]
+        assert r["key"] == here["key"]
+        assert r["environment"]["threads"] == 1
+        ray_losses = [h["loss"] for h in r["history"]]
+        assert len(ray_losses) == len(here["history"]) == 2
+        assert ray_losses == pytest.approx([h["loss"] for h in here["history"]], rel=1e-5)
+        assert r["metrics"]["rsum"] == pytest.approx(here["metrics"]["rsum"], abs=16.7)
 
 
 def _record_of(results, matrix, run_id):

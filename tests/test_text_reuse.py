@@ -33,7 +33,16 @@ def test_reusing_text_work_gives_the_same_bits_under_every_protocol(cfg, inputs,
     torch.manual_seed(0)
     head = SEPSHead(cfg, text_chunk_size=8)  # several chunks: the texts get ordered
     kw = dict(inputs, text_shard=20, image_shard=2)
+    lookups, computed = [], []  # the memo is used: the second image shard hits it
+    real_get = TextReuse.get
+
+    def counting_get(self, tag, sources, compute):
+        lookups.append(tag)
+        return real_get(self, tag, sources, lambda: computed.append(tag) or compute())
+
+    monkeypatch.setattr(TextReuse, "get", counting_get)
     reused = {src: similarity_matrix(head, dense_source=src, **kw) for src in DENSE_SOURCES}
+    assert 0 < len(computed) < len(lookups)
     monkeypatch.setattr(head, "reusing_texts", contextlib.nullcontext)
     for src in DENSE_SOURCES:
         assert torch.equal(reused[src], similarity_matrix(head, dense_source=src, **kw)), src
