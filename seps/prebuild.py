@@ -66,7 +66,7 @@ def build_checked(name: str, root: str | Path | None = None, *, progress: bool =
             raise ValueError(
                 f"{folder}: built before pretraining builds named their float path (no "
                 f"{BUILT_ON}), so not known to be on this pinned one; move the folder aside "
-                "to build it here (SEPS_FLOAT_PATH: README, 'Across machines')"
+                "to build it here (SEPS_FLOAT_PATH: docs/across-machines.md)"
             )
         return folder
     try:
@@ -77,6 +77,6 @@ def build_checked(name: str, root: str | Path | None = None, *, progress: bool =
         raise ValueError(
             f"{folder}: built on another float path ({cpu_label(there)}), this run is on "
             f"{cpu_label(here)}; move the folder aside to build it here (SEPS_FLOAT_PATH: "
-            "README, 'Across machines')"
+            "docs/across-machines.md)"
         )
     return folder

@@ -227,7 +227,7 @@ def resume_warning(
     return (
         f"{where}: {fmt_n(to_run, 'run')} to make here beside {fmt_n(len(existing), 'record')} "
         f"that may differ in {'; '.join(parts)}. Paired differences between them include the "
-        "machine's own effect (README, 'Across machines'); a fresh --results folder avoids it"
+        "machine's own effect (docs/across-machines.md); a fresh --results folder avoids it"
     )
 
 

@@ -14,7 +14,12 @@ from ablation_roots import make_ablation_root
 
 from seps.ablations import load_matrix
 from seps.report import load_results, write_report
-from seps.report.differences import difference_cells, difference_comparisons, difference_section
+from seps.report.differences import (
+    difference_cells,
+    difference_comparisons,
+    difference_frozen,
+    difference_section,
+)
 from seps.report.records import current_records
 from seps.report.render import ReportData
 from seps.runner import SCHEMA
@@ -176,3 +181,32 @@ def test_section_without_flip_or_revert_records_draws_nothing(env, tmp_path):
     (tmp_path / "m-differences.png").write_text("stale")
     assert difference_section(only_presets, "m", tmp_path, family=None) == ([], {}, {})
     assert not (tmp_path / "m-differences.png").exists()
+
+
+def test_a_cell_whose_learned_part_did_not_train_is_not_testable_in_the_section(env):
+    """The scorecard's rule (`seps.report.frozen`) in the section's own table: the flip
+    of `scoring` adds a score predictor that never moved, so its cell is not a test,
+    whatever its p; the revert, where the predictor trained, keeps its verdict."""
+    folder = env["results"] / "both-ways"
+    for path in folder.glob("*.json"):
+        rec = json.loads(path.read_text())
+        moved = {"image_projection": {"relative_change": 0.05, "grad_share": 0.5}}
+        if rec["head_config"]["scoring"] == "paper":
+            still = rec["run_id"] == "code+scoring"
+            moved["score_predictor"] = {
+                "relative_change": 0.0 if still else 0.05,
+                "grad_share": 0.1,
+            }
+        rec["movement"] = moved
+        path.write_text(json.dumps(rec))
+    frozen = difference_frozen(_current(env))
+    assert set(frozen) == {"standard"} and set(frozen["standard"]) == {"scoring"}
+    assert "score_predictor at most 0%" in frozen["standard"]["scoring"]["code"]
+    assert "paper" not in frozen["standard"]["scoring"]
+    path = write_report("both-ways", env["results"], env["reports"], env["root"])
+    section = path.read_text().split("## Each difference in both directions", 1)[1]
+    (row,) = [ln for ln in section.splitlines() if ln.startswith("| `scoring`")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4] == "not testable here: the module did not train"
+    assert cells[7] != cells[4] and "+4.0 ± " in cells[5]
+    assert "- Not testable here (the learned part" in section

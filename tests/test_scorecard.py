@@ -22,6 +22,7 @@ from seps.cli import main
 from seps.report.claims import ClaimError, load_claim_file
 from seps.report.compare import Comparison, family_of
 from seps.report.scorecard import MARKER, write_scorecard
+from seps.report.scorecard_sections import OLD_MARKERS
 from seps.report.verdicts import (
     IDENTICAL,
     NO_RECORDS,
@@ -408,6 +409,15 @@ def test_foreign_readme_is_never_overwritten(env, capsys):
     # The records are at code version v1, not this code's: written only when allowed.
     assert main([*args, "--ablations", str(env["root"]), "--allow-mixed-versions"]) == 0
     assert env["out"].read_text().startswith(MARKER)
+
+
+def test_a_scorecard_written_under_the_old_marker_is_still_ours(env):
+    (old,) = OLD_MARKERS
+    assert old != MARKER and "ablations/claims.yaml" in old
+    env["out"].parent.mkdir(parents=True)
+    env["out"].write_text(old + "\n# Scorecard\n")
+    write_scorecard(env["results"], env["out"], env["root"], allow_mixed_versions=True)
+    assert env["out"].read_text().startswith(MARKER + "\n")
 
 
 def test_records_of_two_code_versions_are_refused_unless_allowed(env):

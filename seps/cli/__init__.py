@@ -36,7 +36,7 @@ FLOAT_PATH_HELP = (
     "costs about 1.2x the time of a standard code run and about 1.5-1.9x that of the "
     "synth-48 pretraining; 'native' lets each "
     "library pick its kernels for this CPU. The path in force is stamped on every record "
-    "(environment.cpu). See README, 'Across machines'."
+    "(environment.cpu). See docs/across-machines.md."
 )
 
 #: Options of every command, given before or after the command's name.

@@ -35,7 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="list the steps, each as the seps-bench run command it stands for, and exit",
     )
     p.add_argument(
-        "--ablations", help="ablation definitions folder for every step (default ./ablations)"
+        "--ablations",
+        help="ablation definitions folder for every step (default: $SEPS_ABLATIONS, else "
+        "./ablations when present, else the definitions shipped in the package)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 

@@ -41,9 +41,11 @@ from ..ablations import load_differences
 from ..formatting import DASH, code, markdown_table, pyplot, save_png
 from ..stats import paired_mark
 from .compare import Comparison, Family, compare
+from .frozen import frozen_reason
 from .paper import load_claims, load_paper_figures
 from .records import profiles
 from .summary import delta_text, p_adj_text, verdict_text
+from .verdicts import UNTESTABLE
 
 #: The two contexts in column order: (preset of the variant run, label).
 DIRECTIONS = (("code", "flipped on `code`"), ("paper", "reverted in `paper`"))
@@ -56,12 +58,11 @@ def _by_seed(done: pd.DataFrame, run_id: str) -> dict[int, dict[str, Any]]:
     return {int(r["seed"]): r for r in sub.to_dict("records")}
 
 
-def difference_cells(current: pd.DataFrame) -> Cells:
+def _sides(current: pd.DataFrame) -> dict[str, dict[str, dict[str, tuple[dict, dict]]]]:
     """Per profile and difference (``differences.yaml`` order, then unknown ids by name),
-    the comparison of each direction:
-    ``compare(paper's side, code's side)`` over the completed records; ``None`` when
-    either side has no completed record."""
-    out: Cells = {}
+    per direction (the variant's preset): ``(base, variant)``, each ``{seed: record}`` of
+    the completed records."""
+    out: dict[str, dict[str, dict[str, tuple[dict, dict]]]] = {}
     if current.empty:
         return out
     rank = {d.id: i for i, d in enumerate(load_differences())}
@@ -69,19 +70,51 @@ def difference_cells(current: pd.DataFrame) -> Cells:
     for profile in profiles(done):
         prof = done[done["profile"] == profile]
         runs = prof.drop_duplicates("run_id")
-        cells: dict[str, dict[str, Comparison | None]] = {}
+        sides: dict[str, dict[str, tuple[dict, dict]]] = {}
         for r in runs.to_dict("records"):
             diff, preset = r["difference"], str(r["preset"])
             if not isinstance(diff, str) or preset not in dict(DIRECTIONS):
                 continue
-            variant, base = _by_seed(prof, str(r["run_id"])), _by_seed(prof, preset)
-            paper_side, code_side = (variant, base) if preset == "code" else (base, variant)
-            ok = any(s in code_side for s in paper_side)
-            cells.setdefault(diff, {})[preset] = compare(paper_side, code_side) if ok else None
-        if cells:
+            sides.setdefault(diff, {})[preset] = (
+                _by_seed(prof, preset),
+                _by_seed(prof, str(r["run_id"])),
+            )
+        if sides:
             out[profile] = {
-                d: cells[d] for d in sorted(cells, key=lambda d: (rank.get(d, len(rank)), d))
+                d: sides[d] for d in sorted(sides, key=lambda d: (rank.get(d, len(rank)), d))
             }
+    return out
+
+
+def difference_cells(current: pd.DataFrame) -> Cells:
+    """Per profile and difference (``differences.yaml`` order, then unknown ids by name),
+    the comparison of each direction:
+    ``compare(paper's side, code's side)`` over the completed records; ``None`` when
+    either side has no completed record."""
+    out: Cells = {}
+    for profile, by_diff in _sides(current).items():
+        out[profile] = {}
+        for diff, by_dir in by_diff.items():
+            out[profile][diff] = {}
+            for preset, (base, variant) in by_dir.items():
+                paper_side, code_side = (variant, base) if preset == "code" else (base, variant)
+                ok = any(s in code_side for s in paper_side)
+                out[profile][diff][preset] = compare(paper_side, code_side) if ok else None
+    return out
+
+
+def difference_frozen(current: pd.DataFrame) -> dict[str, dict[str, dict[str, str]]]:
+    """Per profile, difference and direction, why the cell tests a learned part that did
+    not train (:func:`~seps.report.frozen.frozen_reason`, the scorecard's rule, base side
+    first); only such cells are listed. The table calls them *not testable here*, as the
+    scorecard does: the runs compare an untrained network with its absence."""
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for profile, by_diff in _sides(current).items():
+        for diff, by_dir in by_diff.items():
+            for preset, (base, variant) in by_dir.items():
+                reason = frozen_reason([base, variant])
+                if reason:
+                    out.setdefault(profile, {}).setdefault(diff, {})[preset] = reason
     return out
 
 
@@ -133,23 +166,45 @@ def difference_rows(
     by_diff: dict[str, dict[str, Comparison | None]],
     family: Family | None,
     claims: dict[str, str],
+    frozen: dict[str, dict[str, str]] | None = None,
 ) -> list[list[str]]:
     """One table row per difference of one profile: its id, seed 004's claimed impact,
     then for each of :data:`DIRECTIONS` Δ rSum ± CI, the corrected p and the verdict
-    (``no record``, ``—``, ``—`` without a comparison). Shared by the report section and
-    the README's headline block (:mod:`seps.report.headline`)."""
+    (``no record``, ``—``, ``—`` without a comparison). A cell in ``frozen`` (one
+    profile's part of :func:`difference_frozen`) keeps its Δ and p but its verdict is
+    *not testable here*, whatever p says. Shared by the report section and the README's
+    headline block (:mod:`seps.report.headline`)."""
     rows = []
     for diff, by_dir in by_diff.items():
         row = [code(diff), claims.get(diff, DASH)]
         for preset, _ in DIRECTIONS:
             r = _row(by_dir.get(preset), family)
-            row += (
-                ["no record", DASH, DASH]
-                if r is None
-                else [delta_text(r, mark=False), p_adj_text(r), verdict_text(r)]
-            )
+            if r is None:
+                row += ["no record", DASH, DASH]
+                continue
+            untrained = (frozen or {}).get(diff, {}).get(preset)
+            verdict = f"{UNTESTABLE}: the module did not train" if untrained else verdict_text(r)
+            row += [delta_text(r, mark=False), p_adj_text(r), verdict]
         rows.append(row)
     return rows
+
+
+def _frozen_lines(frozen: dict[str, dict[str, str]]) -> list[str]:
+    """The cells :func:`difference_rows` calls not testable, each with its reason."""
+    labels = dict(DIRECTIONS)
+    cells = [
+        f"`{diff}` {labels[preset]} ({reason})"
+        for diff, by_dir in frozen.items()
+        for preset, reason in by_dir.items()
+    ]
+    if not cells:
+        return []
+    return [
+        f"- {UNTESTABLE.capitalize()} (the learned part the switch acts through did not "
+        "train, so the runs compare an untrained network with its absence; the "
+        f"scorecard's rule, `seps.report.frozen`): {'; '.join(cells)}.",
+        "",
+    ]
 
 
 def _summary_lines(
@@ -250,10 +305,11 @@ def difference_section(
     headers = ["difference", "claimed impact (seed 004)"]
     for _, label in DIRECTIONS:
         headers += [f"{label}: Δ rSum", "p (Holm)", "verdict"]
+    frozen = difference_frozen(current)
     for profile, by_diff in cells.items():
-        rows = difference_rows(by_diff, family, claims)
+        rows = difference_rows(by_diff, family, claims, frozen.get(profile))
         lines += [f"### Profile `{profile}`", "", markdown_table(rows, headers), ""]
-        lines += _summary_lines(by_diff, family)
+        lines += _summary_lines(by_diff, family) + _frozen_lines(frozen.get(profile, {}))
     caption = "Δ rSum of each difference, flipped on code and reverted in paper"
     lines += [f"![{caption}]({png.name})", ""]
     return lines, {caption: png.name}, drawn

@@ -27,7 +27,7 @@ from ..store import atomic_write_text
 from ..version import check_versions
 from .controls import TITLE as CONTROLS_TITLE
 from .controls import controls_of, state_text
-from .differences import DIRECTIONS, difference_cells, difference_rows
+from .differences import DIRECTIONS, difference_cells, difference_frozen, difference_rows
 from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
@@ -117,14 +117,17 @@ def render_headline(h: Headline) -> str:
     rows = sum(h.counts.values())
     lines += [
         f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims tested "
-        f"in {rows} rows: {_summary(h.counts) or 'no rows'}.",
+        f"in {rows} rows: {_summary(h.counts) or 'no rows'}. `supported`: the claimed "
+        "sign, detected; how its size compares with the claim's is in the scorecard's "
+        "columns.",
         "",
     ]
     if len(h.by_profile) > 1:
         parts = [f"profile `{p}`, {sum(c.values())} rows: {_summary(c)}" for p, c in h.by_profile]
         lines += [
-            "By the profile whose records a row reads (each verdict holds for its own "
-            "regime only): " + "; ".join(parts) + ".",
+            "By the profile whose records a row reads (each verdict reads one regime's "
+            "records, but a claim's Holm family holds all its rows, of every profile; rows "
+            "without records have no profile): " + "; ".join(parts) + ".",
             "",
         ]
     where = f"profile `{h.profile}`, " if h.profile else ""
@@ -132,7 +135,9 @@ def render_headline(h: Headline) -> str:
         f"**The seven differences** ([reports/{DIFFERENCES_MATRIX}.md]"
         f"(reports/{DIFFERENCES_MATRIX}.md), {where}fair `candidate` protocol): Δ rSum of "
         "adopting the paper's choice, paired by seed, ± 95% CI, with the verdict on the "
-        "report's Holm-corrected p.",
+        "report's Holm-corrected p (one family of all the report's tests; the scorecard "
+        "corrects within each claim's rows instead, so its p can differ). A cell whose "
+        "learned part did not train is not testable here, as in the scorecard.",
         "",
     ]
     if h.differences:
@@ -231,7 +236,8 @@ def headline_of(
         sizes = done[done["profile"].isin(list(cells))].groupby("profile").size()
         profile = str(sorted(sizes.items(), key=lambda i: (-i[1], str(i[0])))[0][0])
     claims = load_claims(root, load_paper_figures(root))
-    table = difference_rows(cells[profile], data.family, claims) if profile else []
+    frozen = difference_frozen(current).get(profile, {}) if profile else {}
+    table = difference_rows(cells[profile], data.family, claims, frozen) if profile else []
     presets = []
     summary = data.summary
     for p in PRESETS:

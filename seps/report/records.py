@@ -268,7 +268,7 @@ def machines_line(df: pd.DataFrame) -> str:
     return (
         f"Machines: {'; '.join(part(label, n) for label, n in ordered)}.{mixed} A rerun "
         "reproduces a record bit for bit only on the same CPU type and float path and from "
-        "the same pretrained weights (`pretrain_fingerprint`; README, Guarantees)."
+        'the same pretrained weights (`pretrain_fingerprint`; docs/guarantees.md, "Bit for bit").'
     )
 
 

@@ -48,7 +48,14 @@ from .scorecard_judge import (
     verdict_of,
 )
 from .scorecard_rows import Row, claim_rows, matrix_records, paper_rows
-from .scorecard_sections import MARKER, OTHER_REPORTS, frozen_note, leakage_lines, preamble
+from .scorecard_sections import (
+    MARKER,
+    OLD_MARKERS,
+    OTHER_REPORTS,
+    frozen_note,
+    leakage_lines,
+    preamble,
+)
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -170,12 +177,13 @@ def render_scorecard(
 
 def check_overwritable(path: Path) -> None:
     """Refuse (``ValueError``) to replace a file the scorecard did not write (its first
-    line is not :data:`MARKER`): nothing the user owns is overwritten."""
+    line is neither :data:`MARKER` nor one of :data:`OLD_MARKERS`): nothing the user owns is
+    overwritten."""
     if path.is_dir():
         raise ValueError(f"{path}: is a folder; --out must name the scorecard's markdown file")
     if path.exists():
         with path.open(encoding="utf-8", errors="replace") as f:
-            if f.readline().rstrip("\n") != MARKER:
+            if f.readline().rstrip("\n") not in (MARKER, *OLD_MARKERS):
                 raise ValueError(
                     f"{path}: not written by seps-bench scorecard (its first line is not the "
                     "scorecard's marker), so it is not overwritten; move it aside or choose "
