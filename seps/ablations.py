@@ -21,6 +21,7 @@ Every error names the file, the run and the field.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -60,6 +61,9 @@ RESULT_NEUTRAL_TRAIN_FIELDS = ("workers", "keep_optimizer")
 #: Extra report sections a matrix may ask for (``sections: [...]``), rendered by
 #: :data:`seps.report.SECTIONS`.
 REPORT_SECTIONS = ("controls", "differences", "loss-study", "protocols")
+#: What a matrix's ``name`` may be: it names the store's folder and the report's file, so
+#: it can hold no path separator and cannot start with a dot.
+MATRIX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class AblationError(ValueError):
@@ -350,16 +354,51 @@ def _validate_run(run: RunSpec, where: str) -> None:
         raise AblationError(f"{where}: run {run.id!r}: {exc}") from exc
 
 
+def select_runs(matrix: Matrix, only: str | None) -> tuple[RunSpec, ...]:
+    """The runs of ``matrix`` whose id matches one of ``only``'s comma-separated globs, in
+    the matrix's order (``None``: every run).
+
+    Raises:
+        ValueError: one line naming ``--only`` when a pattern is empty or matches no run
+            id (a typo would otherwise run nothing, or less than asked, and say "done").
+    """
+    if only is None:
+        return matrix.runs
+    patterns = only.split(",")
+    ids = [r.id for r in matrix.runs]
+    bad = [p for p in patterns if not p or not fnmatch.filter(ids, p)]
+    if bad:
+        shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
+        raise ValueError(
+            f"--only: {', '.join(repr(p) for p in bad)} matches no run id of {matrix.name} "
+            f"({shown}; `seps-bench run {matrix.name} --dry-run` lists them)"
+        )
+    return tuple(r for r in matrix.runs if any(fnmatch.fnmatch(r.id, p) for p in patterns))
+
+
 def load_matrix(name: str, root: Path | None = None) -> Matrix:
     """A named matrix (``seps/definitions/matrices/<name>.yaml``) or a path to a matrix file."""
     root = root or default_root()
     path = Path(name) if name.endswith((".yaml", ".yml")) else root / "matrices" / f"{name}.yaml"
     if not path.exists():
-        known = ", ".join(list_matrices(root))
+        if path.parent == root / "matrices" and not path.parent.is_dir():
+            raise AblationError(
+                f"{root}: not an ablation definitions folder (no matrices/ in it); expected "
+                "the folder given by --ablations or $SEPS_ABLATIONS"
+            )
+        known = ", ".join(list_matrices(root)) or "none"
         raise AblationError(f"{path}: matrix file not found; known matrices: {known}")
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("runs"), list):
         raise AblationError(f"{path}: expected a mapping with a 'runs' list")
+    matrix_name = doc.get("name", path.stem)
+    # The name is a folder of the store and the stem of the report: never a path.
+    if not isinstance(matrix_name, str) or not MATRIX_NAME.fullmatch(matrix_name):
+        raise AblationError(
+            f"{path}: field 'name': invalid value {matrix_name!r}; expected letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit (it names the store's folder "
+            "and the report's file)"
+        )
     diffs = load_differences(root)
     runs: list[RunSpec] = []
     for i, entry in enumerate(doc["runs"]):
@@ -402,7 +441,7 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
             f"{', '.join(REPORT_SECTIONS)}"
         )
     return Matrix(
-        name=str(doc.get("name", path.stem)),
+        name=matrix_name,
         description=str(doc.get("description", "")).strip(),
         baseline=baseline,
         runs=tuple(runs),

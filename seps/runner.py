@@ -22,7 +22,6 @@ local Ray or to ``--ray-address``; records land in the same store.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import functools
 import os
 import re
@@ -42,6 +41,7 @@ from .ablations import (
     RunSpec,
     config_key,
     resolve,
+    select_runs,
 )
 from .float_path import ENV_VAR, FLOAT_PATHS, check_in_force
 from .interrupts import check_stop, stop_on_sigterm
@@ -120,11 +120,11 @@ def plan(
     only: str | None = None,
     **train_overrides: Any,
 ) -> list[PlannedRun]:
-    """Every (run, seed) of ``matrix`` that matches ``only`` (a glob over run ids)."""
+    """Every (run, seed) of ``matrix`` whose run matches ``only``
+    (:func:`~seps.ablations.select_runs`: a ``ValueError`` names a pattern that matches
+    nothing)."""
     out = []
-    for run in matrix.runs:
-        if only and not any(fnmatch.fnmatch(run.id, p) for p in only.split(",")):
-            continue
+    for run in select_runs(matrix, only):
         for seed in seeds:
             train_cfg, head = resolve(run, profile, seed, **train_overrides)
             key = config_key(train_cfg, head)

@@ -35,6 +35,7 @@ from typing import Any
 from .faults import kill_point
 
 __all__ = [
+    "RECORD_FIELD_TYPES",
     "RECORD_NAME",
     "SCHEMA",
     "RecordError",
@@ -47,6 +48,7 @@ __all__ = [
     "pid_alive",
     "quarantine",
     "read_record",
+    "record_field_problem",
     "scan_records",
     "temp_path",
 ]
@@ -172,7 +174,48 @@ def read_record(path: Path) -> dict[str, Any] | None:
         raise RecordError(path, f"expected a JSON object, got {type(rec).__name__}")
     if rec.get("schema") != SCHEMA:
         raise RecordError(path, f"field 'schema' is {rec.get('schema')!r}, expected {SCHEMA!r}")
+    problem = record_field_problem(rec)
+    if problem:
+        raise RecordError(path, problem)
     return rec
+
+
+#: The type each field of a record must have where it is present and not null (the
+#: readers index into them).
+RECORD_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "seed": (int,),
+    "status": (str,),
+    "matrix": (str,),
+    "profile": (str,),
+    "code_version": (str,),
+    "metrics": (dict,),
+    "history": (list,),
+    "environment": (dict,),
+    "train_config": (dict,),
+    "head_config": (dict,),
+    "movement": (dict,),
+}
+_TYPE_WORDS = {str: "a string", int: "an integer", dict: "a JSON object", list: "a list"}
+
+
+def record_field_problem(rec: dict[str, Any]) -> str | None:
+    """What makes ``rec`` unusable as a run record (one field, named, with what was
+    expected), or ``None``: a record a hand or a tool edited is refused here, at read,
+    rather than failing later inside a report."""
+    for key, kinds in RECORD_FIELD_TYPES.items():
+        value = rec.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f"field {key!r} is {value!r:.40}, expected {_TYPE_WORDS[kinds[0]]}"
+    for name, value in (rec.get("metrics") or {}).items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return f"field 'metrics.{name}' is {value!r:.40}, expected a number"
+    for i, entry in enumerate(rec.get("history") or []):
+        if not isinstance(entry, dict):
+            return f"field 'history[{i}]' is {entry!r:.40}, expected a JSON object"
+    return None
 
 
 def scan_records(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[RecordError]]:

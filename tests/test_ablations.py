@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
 
 from seps.ablations import (
     AblationError,
@@ -14,6 +17,7 @@ from seps.ablations import (
     load_profile,
     profile_summaries,
     resolve,
+    select_runs,
 )
 from seps.config import get_config
 from seps.train_config import TrainConfig
@@ -228,3 +232,26 @@ def test_loader_workers_and_kept_optimizer_state_do_not_change_run_keys():
     base = config_key(TrainConfig(), head)
     assert config_key(TrainConfig(workers=4, keep_optimizer=True), head) == base
     assert config_key(TrainConfig(precision="bf16"), head) != base
+
+
+@pytest.mark.parametrize("name", ["../escaped", "/tmp/elsewhere", ".hidden", "a/b", 5, ""])
+def test_a_matrix_name_that_is_not_a_plain_file_name_is_refused(tmp_path, name):
+    """The name is the store's folder and the report's file stem: never a path."""
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump({"name": name, "runs": [{"id": "c"}]}))
+    with pytest.raises(AblationError, match=r"m\.yaml: field 'name': invalid value"):
+        load_matrix(str(tmp_path / "m.yaml"))
+
+
+def test_a_missing_definitions_folder_is_named_as_such(tmp_path):
+    with pytest.raises(AblationError, match=r"nope: not an ablation definitions folder"):
+        load_matrix("regime", tmp_path / "nope")
+
+
+def test_only_selects_in_matrix_order_and_refuses_a_pattern_that_matches_nothing():
+    matrix = load_matrix("seven-differences")
+    picked = [r.id for r in select_runs(matrix, "paper,code+s*")]
+    assert picked == ["code+scoring", "code+similarity_activation", "paper"]
+    assert select_runs(matrix, None) == matrix.runs
+    for only, named in (("code,zzz*", "'zzz*'"), ("", "''"), ("code,", "''")):
+        with pytest.raises(ValueError, match=rf"^--only: {re.escape(named)} matches no run id"):
+            select_runs(matrix, only)

@@ -138,3 +138,21 @@ def test_records_say_which_float_path_ran_whether_or_not_the_library_user_pinned
     )
     assert native == [{}, "native"]
     assert pinned == [{ENV_VAR: "portable", **FLOAT_PATHS["portable"]}, "pinned"]
+
+
+#: Commands whose options are read from torch-backed definitions (TrainConfig's fields,
+#: the kernel registry): their `--help` loads torch. Every other command's must not.
+HELP_NEEDS_TORCH = {"train", "eval", "ratio-scale", "bench"}
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - HELP_NEEDS_TORCH))
+def test_a_commands_help_loads_no_torch(name):
+    code = (
+        "import json, sys, contextlib, io\n"
+        "import seps.cli\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    seps.cli.main([{name!r}, '--help'])\n"
+        f"print(json.dumps({_loaded(*HEAVY, 'pandas', 'matplotlib')}))"
+    )
+    loaded = _in_fresh_python(code)
+    assert not any(loaded.values()), {m: v for m, v in loaded.items() if v}

@@ -13,6 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
+
+from seps.cli import main
+
 SNAPSHOT = Path(__file__).with_name("data") / "cli_options.json"
 
 
@@ -87,3 +91,23 @@ def test_every_option_of_every_subcommand_has_a_help_text():
 if __name__ == "__main__":
     SNAPSHOT.write_text(json.dumps(surface(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog", "named"),
+    [
+        (["run", "regime", "--seeds", "a,b"], "seps-bench run", "--seeds"),
+        (["export", "--format", "xml"], "seps-bench export", "--format"),
+        (["report", "--bogus"], "seps-bench report", "--bogus"),
+        (["nosuch"], "seps-bench", "nosuch"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_option_and_where_the_help_is(
+    argv, prog, named, capsys
+):
+    with pytest.raises(SystemExit) as exited:  # argparse exits, as `seps-bench` does
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"{prog}: error: ") and named in err
+    assert err.endswith(f"(see `{prog} --help`)")

@@ -70,3 +70,41 @@ def test_a_matrix_without_records_is_one_line_naming_the_store(capsys):
 def test_a_missing_store_is_one_line_naming_the_option(tmp_path, capsys):
     assert main(["export", "--results", str(tmp_path / "none")]) == 2
     assert "--results" in capsys.readouterr().err
+
+
+def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, capsys):
+    out = tmp_path / "mine.csv"
+    out.write_text("my own table\n")
+    args = ["export", MATRIX, "--results", str(STORE), "--output", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--output" in err and "--overwrite" in err
+    assert out.read_text() == "my own table\n"
+    assert main([*args, "--overwrite"]) == 0
+    assert len(pd.read_csv(out)) == 18
+
+
+def test_an_output_inside_the_store_or_a_folder_is_refused(tmp_path, capsys):
+    store = tmp_path / "results"
+    shutil.copytree(STORE, store)
+    record = sorted((store / MATRIX).glob("*.json"))[0]
+    before = record.read_bytes()
+    for out in (record, tmp_path):
+        args = ["export", "--results", str(store), "--output", str(out), "--overwrite"]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"--output: {out}" in err
+    assert record.read_bytes() == before
+
+
+def test_an_unreadable_record_is_exported_as_such_and_said(tmp_path, capsys):
+    store = tmp_path / "results"
+    shutil.copytree(STORE / MATRIX, store / MATRIX)
+    broken = sorted((store / MATRIX).glob("*.json"))[0]
+    broken.write_text(json.dumps({**json.loads(broken.read_text()), "environment": "x"}))
+    assert main(["export", "--results", str(store), "--format", "jsonl"]) == 0
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert len(rows) == 18 and [r["status"] for r in rows].count("unreadable") == 1
+    (warning,) = captured.err.strip().splitlines()
+    assert broken.name in warning and "field 'environment'" in warning

@@ -216,3 +216,22 @@ def test_the_text_only_matcher_line_is_given_per_profile_when_profiles_mix():
     # one profile: one line, as before (committed reports keep their bytes)
     one = _text_only_lines(df[df["profile"] == "standard"])
     assert len(one) == 1 and one[0].startswith("- **text-only matcher** (`seps.baselines`")
+
+
+def test_a_users_file_under_the_reports_name_is_never_overwritten(env, capsys):
+    env["reports"].mkdir()
+    mine = env["reports"] / "mini.md"
+    mine.write_text("# my notes on mini\n")
+    with pytest.raises(ValueError, match="not written by seps-bench report"):
+        write_report("mini", env["results"], env["reports"], root=env["root"])
+    assert mine.read_text() == "# my notes on mini\n"
+    assert sorted(p.name for p in env["reports"].iterdir()) == ["mini.md"]  # no plot drawn
+    args = ["report", "mini", "--results", str(env["results"]), "--reports", str(env["reports"]),
+            "--ablations", str(env["root"]), "--allow-mixed-versions"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(mine) in err
+    mine.unlink()
+    first = write_report("mini", env["results"], env["reports"], root=env["root"])
+    again = write_report("mini", env["results"], env["reports"], root=env["root"])
+    assert first == again and "Regenerated from the stored run records" in again.read_text()

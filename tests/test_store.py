@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,3 +125,28 @@ def test_lock_wait_returns_once_the_holder_ends(tmp_path):
     assert time.monotonic() - t0 < 30
     lock.release()
     holder.wait()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("history", "x", "field 'history' is 'x', expected a list"),
+        ("environment", "x", "field 'environment' is 'x', expected a JSON object"),
+        ("train_config", [1], "field 'train_config' is [1], expected a JSON object"),
+        ("seed", "two", "field 'seed' is 'two', expected an integer"),
+        ("seed", True, "field 'seed' is True, expected an integer"),
+        ("metrics", {"rsum": "oops"}, "field 'metrics.rsum' is 'oops', expected a number"),
+        ("history", [{"epoch": 0}, 3], "field 'history[1]' is 3, expected a JSON object"),
+    ],
+)
+def test_a_record_with_a_field_of_the_wrong_type_is_unreadable_naming_it(
+    tmp_path, field, value, said
+):
+    good = {"schema": SCHEMA, "run_id": "code", "seed": 0, "status": "done", "metrics": {}}
+    atomic_write_json(tmp_path / RECORD, {**good, field: value})
+    with pytest.raises(RecordError, match=re.escape(said)):
+        read_record(tmp_path / RECORD)
+    good_, bad = scan_records(tmp_path)
+    assert not good_ and [e.reason for e in bad] == [said]
+    atomic_write_json(tmp_path / RECORD, {**good, "metrics": {"rsum": None}, "profile": None})
+    assert read_record(tmp_path / RECORD)["seed"] == 0  # null is allowed where unknown

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from typing import NoReturn
 
 from ..float_path import ENV_VAR, apply_requested
 from ..interrupts import StopRequested, interrupted_line
@@ -65,12 +66,31 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (the option, what was expected,
+    where the help is) instead of the usage block and the line; exit status 2 as before.
+    The command parsers are of this class too (``add_subparsers`` uses the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        # An unknown option is found by the top-level parser: name the command it follows.
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(ns, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            msg = f"unrecognized arguments: {' '.join(extras)} (see `{prog} --help`)"
+            self.exit(2, f"{prog}: error: {msg}\n")
+        return ns
+
+
 def build_parser(load_commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The parser. Every command is listed; only those of ``load_commands`` (default: all)
     have their module imported and their options built: enough to parse a command line
     that names one command, or to print the top-level help with none."""
     loaded = set(COMMANDS) if load_commands is None else set(load_commands)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="seps-bench",
         description=(
             "Ablation and reproduction suite for SEPS (Semantic-Enhanced Patch Slimming). "

@@ -31,7 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output",
         default="-",
         metavar="PATH",
-        help="file to write (written atomically); default '-', standard output",
+        help="file to write (written atomically; an existing file only with --overwrite, "
+        "never one inside --results); default '-', standard output",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --output when it exists (default: refuse, so no file is lost)",
     )
 
 
@@ -41,10 +47,16 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.results).is_dir():
         raise ValueError(f"--results: {args.results}: not a folder; expected a result store")
+    if args.output != "-":
+        _check_output(Path(args.output), Path(args.results), args.overwrite)
     df = export_table(args.results, args.matrices)
     if df.empty:
         print(f"no run records under {args.results}/: nothing to export", file=sys.stderr)
         return 1
+    if "status" in df:
+        # Kept as rows (the file and the reason in `error`), but never silently.
+        for error in df.loc[df["status"] == "unreadable", "error"]:
+            print(f"warning: {error}; exported with status 'unreadable'", file=sys.stderr)
     text = render_export(df, args.format)
     if args.output == "-":
         sys.stdout.write(text)
@@ -52,3 +64,16 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(Path(args.output), text)
         print(f"export: {args.output} ({len(df)} records)", file=sys.stderr)
     return 0
+
+
+def _check_output(out: Path, results: Path, overwrite: bool) -> None:
+    """Refuse, before reading any record, an ``--output`` that would replace a folder, a
+    file of the result store, or (without ``--overwrite``) any existing file."""
+    if out.is_dir():
+        raise ValueError(f"--output: {out}: is a folder; expected a file to write")
+    if out.resolve().is_relative_to(results.resolve()):
+        raise ValueError(
+            f"--output: {out}: inside the result store {results}; expected a path outside it"
+        )
+    if out.exists() and not overwrite:
+        raise ValueError(f"--output: {out}: exists; pass --overwrite to replace it")

@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..float_path import check_in_force
-from ..prebuild import build_checked
-from ..train.pretrain import RECIPES, is_complete, pretrained_dir, recipe
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "recipe",
         nargs="?",
-        help=f"recipe to build ({', '.join(sorted(RECIPES))}), or build B of one as "
-        "RECIPE@B (its seeds and draw moved by B: what train.pretrain_builds starts seed s "
-        "from, B = s mod the number of builds); omit to list the recipes",
+        help="recipe to build, or build B of one as RECIPE@B (its seeds and draw moved by "
+        "B: what train.pretrain_builds starts seed s from, B = s mod the number of builds); "
+        "omit it to list the recipes, each with its folder and whether it is built",
     )
     p.add_argument(
         "--root",
@@ -27,6 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
+    from ..float_path import check_in_force
+    from ..prebuild import build_checked
+    from ..train.pretrain import RECIPES, is_complete, pretrained_dir, recipe
+
     if args.recipe is None:
         for name, r in sorted(RECIPES.items()):
             folder = pretrained_dir(name, args.root)

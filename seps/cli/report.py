@@ -12,11 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..ablations import default_root, load_matrix
-from ..report.records import matrices_with_records
-from ..report.render import write_report
-from ..store import scan_records
-from ..version import code_version
 from .options import add_reports_option, add_results_option
 
 
@@ -47,6 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
+    from ..ablations import default_root, load_matrix
+    from ..report.records import matrices_with_records
+    from ..report.render import write_report
+    from ..store import scan_records
+    from ..version import code_version
+
     root = Path(args.ablations) if args.ablations else default_root()
     names = list(args.matrices) or matrices_with_records(args.results)
     if not names:

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         f"{time.perf_counter() - t0:.0f} s"
     )
     if not args.no_report:
-        from .report import write_report
+        from ..report.render import write_report
 
         # The matrix it ran (its file), not its name: a matrix given as a path to a YAML
         # file outside the ablation root is reported as well.

@@ -7,11 +7,14 @@ command line (arguments, the table, the exit status).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
 from ..formatting import fmt_n
-from ..report.same_bits import Pair, compare_stores
+
+if TYPE_CHECKING:
+    from ..report.same_bits import Pair
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,6 +46,9 @@ def _row(p: Pair) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
+    from ..report.same_bits import compare_stores
+
     pairs, only_a, only_b = compare_stores(args.first, args.second)
     headers = ["record", "result", "first difference", "same code", "same machine",
                "same weights"]  # fmt: skip

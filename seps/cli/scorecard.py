@@ -13,11 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..ablations import default_root
-from ..report.headline import write_headline
-from ..report.scorecard import write_scorecard
-from ..store import scan_records
-from ..version import code_version
 from .options import add_results_option, deprecated_alias
 
 
@@ -56,6 +51,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
+    from ..ablations import default_root
+    from ..report.headline import write_headline
+    from ..report.scorecard import write_scorecard
+    from ..store import scan_records
+    from ..version import code_version
+
     root = Path(args.ablations) if args.ablations else default_root()
     results = Path(args.results)
     folders = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []

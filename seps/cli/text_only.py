@@ -12,13 +12,6 @@ import json
 
 from tabulate import tabulate
 
-from ..data.layout import load_split
-from ..lexical import text_only_recalls
-from ..oracle import chance_recalls, expected_recalls, oracle_scores, scenes_of, synthetic_seed
-from ..report.records import RECALLS
-
-_COLUMNS = (*RECALLS, "rsum")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -47,6 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
+    from ..data.layout import load_split
+    from ..lexical import text_only_recalls
+    from ..oracle import (
+        chance_recalls,
+        expected_recalls,
+        oracle_scores,
+        scenes_of,
+        synthetic_seed,
+    )
+    from ..report.records import RECALLS
+
     out = text_only_recalls(
         args.data_path, args.split, name=args.name, matcher=args.matcher, k1=args.k1, b=args.b
     )
@@ -69,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     rows = [(args.matcher, out), ("chance", chance)]
     if oracle is not None:
         rows.append(("scene oracle", oracle))
-    cells = [[name, *(f"{r[k]:.1f}" for k in _COLUMNS)] for name, r in rows]
-    print(tabulate(cells, headers=("", *_COLUMNS), tablefmt="github", disable_numparse=True))
+    columns = (*RECALLS, "rsum")
+    cells = [[name, *(f"{r[k]:.1f}" for k in columns)] for name, r in rows]
+    print(tabulate(cells, headers=("", *columns), tablefmt="github", disable_numparse=True))
     print(
         "chance: expected recalls of a random ranking; scene oracle (synthetic sets only): "
         "reads each image's true scene, scores the images consistent with the caption by "

@@ -44,6 +44,9 @@ from .scorecard import controls_report_section
 from .summary import summarise_current, summary_comparisons, with_family
 from .versions import version_banner, version_counts, version_line
 
+#: The line every generated report carries in its header (:func:`render_report`).
+GENERATED_LINE = "Regenerated from the stored run records by `seps-bench report "
+
 
 class Section(NamedTuple):
     """An extra section of a report: ``comparisons(current records)`` lists the paired
@@ -138,7 +141,7 @@ def render_report(
     if matrix.description:
         lines += [matrix.description, ""]
     lines += [
-        f"Regenerated from the stored run records by `seps-bench report {matrix.name}` "
+        f"{GENERATED_LINE}{matrix.name}` "
         f"({len(cur)} current record{'s' if len(cur) != 1 else ''}); never edit by hand.",
         "",
     ]
@@ -247,6 +250,25 @@ def _write_plots(data: ReportData, out_dir: Path, figures: Mapping[str, Any]) ->
     return plots
 
 
+def check_report_overwritable(path: Path, matrix_name: str) -> None:
+    """Refuse (``ValueError``, one line) to replace ``path`` unless a report wrote it: its
+    first line is the report's title and its header holds :data:`GENERATED_LINE`. Checked
+    before any plot is drawn, so nothing the user owns is overwritten and no work is lost."""
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; the report is written as this file")
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8", errors="replace") as f:
+        head = [f.readline() for _ in range(20)]
+    if head[0].rstrip("\n") != f"# Report: {matrix_name}" or not any(
+        GENERATED_LINE in line for line in head
+    ):
+        raise ValueError(
+            f"{path}: not written by seps-bench report (no report header), so it is not "
+            "overwritten; move it aside or choose another --reports folder"
+        )
+
+
 def write_report(
     matrix_name: str,
     results_dir: str | Path,
@@ -284,6 +306,8 @@ def write_report(
             current=current_version,
         )
     out_dir = Path(reports_dir)
+    path = out_dir / f"{matrix.name}.md"
+    check_report_overwritable(path, matrix.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = _write_plots(data, out_dir, figures)
     collapse_plot = _write_collapse_plot(data, out_dir)
@@ -293,10 +317,17 @@ def write_report(
         where = {"root": root} if section.needs_root else {}
         lines, _, _ = section.render(data.current, matrix.name, out_dir, data.family, **where)
         extra += lines
-    path = out_dir / f"{matrix.name}.md"
     text = render_report(data, figures, claims, plots, extra, collapse_plot, current_version)
     atomic_write_text(path, text)
     return path
 
 
-__all__ = ["SECTIONS", "ReportData", "Section", "render_report", "write_report"]
+__all__ = [
+    "GENERATED_LINE",
+    "SECTIONS",
+    "ReportData",
+    "Section",
+    "check_report_overwritable",
+    "render_report",
+    "write_report",
+]

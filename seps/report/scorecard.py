@@ -180,14 +180,14 @@ def check_overwritable(path: Path) -> None:
     line is neither :data:`MARKER` nor one of :data:`OLD_MARKERS`): nothing the user owns is
     overwritten."""
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder; --out must name the scorecard's markdown file")
+        raise ValueError(f"{path}: is a folder; --output must name the scorecard's markdown file")
     if path.exists():
         with path.open(encoding="utf-8", errors="replace") as f:
             if f.readline().rstrip("\n") not in (MARKER, *OLD_MARKERS):
                 raise ValueError(
                     f"{path}: not written by seps-bench scorecard (its first line is not the "
                     "scorecard's marker), so it is not overwritten; move it aside or choose "
-                    "another --out"
+                    "another --output"
                 )
 
 
