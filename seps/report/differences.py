@@ -192,8 +192,10 @@ def difference_rows(
 def _frozen_lines(frozen: dict[str, dict[str, str]]) -> list[str]:
     """The cells :func:`difference_rows` calls not testable, each with its reason."""
     labels = dict(DIRECTIONS)
+    # The reason reads "the module did not train (relative parameter change: ...)": the
+    # line says the first half once, each cell gives its measurement.
     cells = [
-        f"`{diff}` {labels[preset]} ({reason})"
+        f"`{diff}` {labels[preset]} ({reason.split(' (', 1)[-1].rstrip(')')})"
         for diff, by_dir in frozen.items()
         for preset, reason in by_dir.items()
     ]
