@@ -354,6 +354,29 @@ def _validate_run(run: RunSpec, where: str) -> None:
         raise AblationError(f"{where}: run {run.id!r}: {exc}") from exc
 
 
+#: Seeds are below this: numpy's seed range is [0, 2**32), and the training derives other
+#: seeds from a run's (``(seed, epoch)``), so half of it is left as headroom.
+SEED_LIMIT = 2**31
+
+
+def seeds_problem(seeds: Any) -> str | None:
+    """What is wrong with ``seeds`` as a list of run seeds (empty, not integers, negative,
+    at or above :data:`SEED_LIMIT`, repeated: a repeat would plan every run twice), or
+    ``None``. Shared by ``--seeds`` and a profile's ``seeds``."""
+    if not isinstance(seeds, list | tuple) or not seeds:
+        return f"{seeds!r}; expected a non-empty list of seeds, e.g. 0,1,2"
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int)]
+    if bad:
+        return f"{bad[0]!r} is not an integer"
+    out = [s for s in seeds if not 0 <= s < SEED_LIMIT]
+    if out:
+        return f"{out[0]} is outside [0, {SEED_LIMIT})"
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        return f"seed {repeated[0]} is given twice"
+    return None
+
+
 def select_runs(matrix: Matrix, only: str | None) -> tuple[RunSpec, ...]:
     """The runs of ``matrix`` whose id matches one of ``only``'s comma-separated globs, in
     the matrix's order (``None``: every run).
@@ -469,10 +492,14 @@ def load_profile(name: str, root: Path | None = None) -> Profile:
         if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
             raise AblationError(f"{where}: unknown train field {k!r}")
         _check_train_value(k, v, where)
+    seeds = entry.get("seeds", [0])
+    problem = seeds_problem(seeds)
+    if problem:
+        raise AblationError(f"{where}: field 'seeds': {problem}")
     return Profile(
         name=name,
         description=str(entry.get("description", "")),
-        seeds=tuple(int(s) for s in entry.get("seeds", [0])),
+        seeds=tuple(seeds),
         head=dict(entry.get("head") or {}),
         train=dict(entry.get("train") or {}),
     )

@@ -17,6 +17,7 @@ from seps.ablations import (
     load_profile,
     profile_summaries,
     resolve,
+    seeds_problem,
     select_runs,
 )
 from seps.config import get_config
@@ -255,3 +256,23 @@ def test_only_selects_in_matrix_order_and_refuses_a_pattern_that_matches_nothing
     for only, named in (("code,zzz*", "'zzz*'"), ("", "''"), ("code,", "''")):
         with pytest.raises(ValueError, match=rf"^--only: {re.escape(named)} matches no run id"):
             select_runs(matrix, only)
+
+
+@pytest.mark.parametrize(
+    ("seeds", "said"),
+    [
+        ([], "expected a non-empty list"),
+        ([0, 1.5], "1.5 is not an integer"),
+        ([True], "True is not an integer"),
+        ([-5, 1], "-5 is outside [0, 2147483648)"),
+        ([2**31], "2147483648 is outside"),
+        ([0, 1, 1], "seed 1 is given twice"),
+    ],
+)
+def test_seeds_that_would_plan_nothing_twice_or_out_of_range_are_refused(tmp_path, seeds, said):
+    assert seeds_problem(seeds).endswith(said) or said in seeds_problem(seeds)
+    (tmp_path / "matrices").mkdir()
+    (tmp_path / "profiles.yaml").write_text(yaml.safe_dump({"p": {"seeds": seeds}}))
+    with pytest.raises(AblationError, match=r"profile 'p': field 'seeds': "):
+        load_profile("p", tmp_path)
+    assert seeds_problem([0, 1, 2]) is None

@@ -74,7 +74,8 @@ def test_the_block_is_replaced_between_the_markers_and_the_rest_is_byte_identica
 def test_missing_or_misplaced_markers_give_one_clear_error_line(tmp_path, capsys, text):
     readme = tmp_path / "README.md"
     readme.write_text(text)
-    code = main(["scorecard", "--readme", str(readme), "--results", str(tmp_path / "none")])
+    (tmp_path / "empty").mkdir()  # a store without records: only the markers are wrong
+    code = main(["scorecard", "--readme", str(readme), "--results", str(tmp_path / "empty")])
     err = capsys.readouterr().err
     assert code == 2 and readme.read_text() == text
     assert err.count("\n") == 1 and str(readme) in err and BEGIN in err and END in err

@@ -131,3 +131,18 @@ def test_a_history_field_only_newer_code_records_is_not_a_difference_but_a_metri
     steps = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5, "log": [1.0, 2.0]}]}
     fewer = {"metrics": {"rsum": 186.4}, "history": [{"loss": 1.5, "log": [1.0]}]}
     assert not compare_records("m/r-k-s0.json", steps, fewer).same
+
+
+def test_stores_with_no_record_in_common_are_refused_not_passed(tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    assert main(["same-bits", str(first), str(second)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no record is in both stores" in err
+
+
+def test_a_scorecard_of_a_missing_store_is_refused(tmp_path, capsys):
+    out = tmp_path / "card.md"
+    assert main(["scorecard", "--results", str(tmp_path / "none"), "--output", str(out)]) == 2
+    assert "--results" in capsys.readouterr().err and not out.exists()

@@ -124,6 +124,11 @@ def seed_list(text: str) -> list[int]:
         ) from None
     if not seeds:
         raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0 or 0,1,2")
+    from ..ablations import seeds_problem  # here: only a given --seeds pays its import
+
+    problem = seeds_problem(seeds)
+    if problem:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: {problem}")
     return seeds
 
 

@@ -50,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report.same_bits import compare_stores
 
     pairs, only_a, only_b = compare_stores(args.first, args.second)
+    if not pairs:  # "0 records, 0 different" would read as a pass
+        raise ValueError(
+            f"no record is in both stores ({only_a} only in {args.first}, {only_b} only in "
+            f"{args.second}); expected two stores holding the same runs (same file names)"
+        )
     headers = ["record", "result", "first difference", "same code", "same machine",
                "same weights"]  # fmt: skip
     if pairs:

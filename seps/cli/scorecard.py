@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     root = Path(args.ablations) if args.ablations else default_root()
     results = Path(args.results)
+    if not results.is_dir():
+        raise ValueError(f"--results: {results}: not a folder; expected a result store")
     folders = sorted(d for d in results.iterdir() if d.is_dir()) if results.is_dir() else []
     for folder in folders:
         if not folder.name.startswith(("_", ".")):
