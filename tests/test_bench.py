@@ -298,3 +298,15 @@ def test_quick_micro_section_names_what_it_did_not_run() -> None:
     s.geometries = ()
     skipped = bench.micro_section(s, lambda m: None)["skipped"]
     assert "compiled" in skipped and "torch.compile" in skipped["compiled"]
+
+
+def test_cli_unwritable_outputs_are_refused_before_any_measurement(captured, capsys, tmp_path):
+    a_file = tmp_path / "latency.md"
+    a_file.write_text("mine\n")
+    for argv, named in (
+        (["bench", "--report", "--quick", "--reports", str(a_file)], "--reports"),
+        (["bench", "--report", "--quick", "--json", str(tmp_path)], "--json"),
+    ):
+        assert main(argv) == 2
+        assert named in _one_error_line(capsys)
+    assert captured == [] and a_file.read_text() == "mine\n"  # nothing measured

@@ -201,8 +201,18 @@ def bench_settings(args: argparse.Namespace) -> BenchSettings:
     return s
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before minutes of measuring, outputs that cannot be written: a ``--json``
+    that is a folder, a ``--reports`` that is a file."""
+    if args.json is not None and Path(args.json).is_dir():
+        raise ValueError(f"--json: {args.json}: is a folder; expected a file to write")
+    if args.report and Path(args.reports).exists() and not Path(args.reports).is_dir():
+        raise ValueError(f"--reports: {args.reports}: is a file; expected a folder")
+
+
 def run(args: argparse.Namespace) -> int:
     s = bench_settings(args)  # validates everything before any work
+    _check_outputs(args)
     if args.threads is not None:
         torch.set_num_threads(_positive_int("--threads", args.threads))
     if not args.report:
