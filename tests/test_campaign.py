@@ -97,6 +97,14 @@ def test_a_bad_campaign_file_is_one_line_naming_file_step_and_key(env, capsys, t
     assert not (tmp / "results").exists()
 
 
+def test_a_dry_run_checks_the_profile_and_matrices_a_run_would_read(env, capsys):
+    tmp, _ = env
+    (tmp / "tiny.yaml").write_text(CAMPAIGN.replace("profile: tiny", "profile: nosuch"))
+    assert main(_campaign(env, "--dry-run")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown profile 'nosuch'" in err, err
+
+
 def test_the_shipped_standard_campaign_is_valid_and_names_known_matrices():
     assert "standard" in list_campaigns()
     matrices = sorted(p.stem for p in (REPO_ABLATIONS / "matrices").glob("*.yaml"))

@@ -26,6 +26,28 @@ def test_presets_override_error_exit_code(capsys):
     assert "'hrpa'" in capsys.readouterr().err
 
 
+def test_presets_refuses_an_unknown_table_format_instead_of_falling_back(capsys):
+    assert main(["presets", "--format", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--format: unknown table format 'bogus'" in err, err
+    assert main(["presets", "--format", "plain"]) == 0
+    assert not capsys.readouterr().out.startswith("|")  # plain, not github's pipes
+
+
+def test_report_on_a_store_without_records_is_one_line_naming_the_option(tmp_path, capsys):
+    assert main(["report", "--results", str(tmp_path), "--reports", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--results {tmp_path}: no run records" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_dry_run_refuses_an_unknown_float_path_as_a_run_does(monkeypatch, capsys):
+    monkeypatch.setenv("SEPS_FLOAT_PATH", "bogus")
+    assert main(["run", "findings", "--profile", "smoke", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SEPS_FLOAT_PATH: invalid value 'bogus'" in err, err
+
+
 def test_set_means_head_or_train_field_and_a_bare_field_is_one_line_naming_the_form(capsys):
     assert main(["presets", "paper", "--set", "head.hrpa=mean"]) == 0
     assert "hrpa = 'mean'" in capsys.readouterr().out

@@ -60,6 +60,13 @@ def run(args: argparse.Namespace) -> int:
         extra += ["--ablations", args.ablations]
     n = len(campaign.steps)
     if args.dry_run:
+        # A dry run checks what each step's run would read first (the profile, each
+        # matrix), so a campaign that lists cleanly also starts.
+        from ..ablations import load_matrix, load_profile
+
+        load_profile(campaign.profile, root)
+        for step in campaign.steps:
+            load_matrix(step.matrix, root)
         print(f"campaign {campaign.name}: {n} steps, profile {campaign.profile}")
         for i, step in enumerate(campaign.steps, 1):
             argv = step_argv(campaign, step, args.results, args.reports, extra)

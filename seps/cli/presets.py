@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from collections.abc import Sequence
 
-from tabulate import tabulate
+from tabulate import tabulate, tabulate_formats
 
 from ..config import FIELD_HELP, PRESETS, SEPSConfig, get_config
 from .options import head_and_train_sets
@@ -14,6 +14,10 @@ from .options import head_and_train_sets
 
 def presets_table(names: Sequence[str] | None = None, fmt: str = "github") -> str:
     """The presets' switches side by side: one row per config field, one column per preset."""
+    if fmt not in tabulate_formats:  # tabulate would fall back to 'simple' silently
+        raise ValueError(
+            f"--format: unknown table format {fmt!r}; known: {', '.join(tabulate_formats)}"
+        )
     names = list(names or PRESETS)
     unknown = [n for n in names if n not in PRESETS]
     if unknown:

@@ -52,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     names = list(args.matrices) or matrices_with_records(args.results)
     if not names:
-        print(f"no run records under {args.results}/: nothing to report", file=sys.stderr)
-        return 1
+        raise ValueError(
+            f"--results {args.results}: no run records, nothing to report "
+            "(seps-bench run MATRIX writes them)"
+        )
     known = {p.stem for p in (root / "matrices").glob("*.yaml")}
     status = 0
     for name in names:

@@ -127,12 +127,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from ..ablations import load_matrix, load_profile
     from ..devices import check_device
+    from ..float_path import requested
     from ..overrides import apply_sets, shadowed_sets
     from ..run_plan import dry_run_text
     from ..runner import check_data_dirs, plan, run_matrix
     from ..store import check_writable
 
     root = Path(args.ablations) if args.ablations else default_root()
+    requested()  # an unknown SEPS_FLOAT_PATH is refused by --dry-run too, as by a run
     check_device(args.device)
     matrix = load_matrix(args.matrix, root)
     profile = apply_sets(load_profile(args.profile, root), args.sets)
