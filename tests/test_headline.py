@@ -55,7 +55,7 @@ def test_the_block_is_replaced_between_the_markers_and_the_rest_is_byte_identica
     assert after.startswith(head + BEGIN + "\n") and after.endswith(END + tail)
     block = after[len(head + BEGIN + "\n") : -len(END + tail)]
     assert "stale numbers" not in block
-    assert "1 claims tested in 1 rows: **1 supported**" in block
+    assert "1 claims in 1 rows, 1 of them paired tests: **1 supported**" in block
     assert "| `dense_fusion`" in block and "`paper` " in block
     again = readme.read_bytes()
     write_headline(readme, FIXTURE / "records", _root(tmp_path / "again"))
@@ -111,10 +111,20 @@ def test_rows_of_several_profiles_are_also_counted_per_profile():
         ("standard", {"supported": 1, "not detected": 0}),
         ("synth48", {"not detected": 2}),
     )
-    h = Headline(both, 2, [], [], None, [("aaaa", 3)], [], by_profile=by_profile)
+    summaries = (("synth48", "retired: its pretraining solves the task"),)
+    h = Headline(both, 2, [], [], None, [("aaaa", 3)], [], by_profile=by_profile,
+                 summaries=summaries)  # fmt: skip
     text = render_headline(h)
-    line = next(x for x in text.splitlines() if x.startswith("By the profile"))
+    line = next(x for x in text.splitlines() if "By the profile" in x)
+    # Each regime first, under its name (a retired one with its summary), then the total.
     assert "profile `standard`, 1 rows: **1 supported**;" in line
-    assert line.endswith("profile `synth48`, 2 rows: **2 not detected**.")
+    assert (
+        "profile `synth48` (retired: its pretraining solves the task), 2 rows: "
+        "**2 not detected**. All rows together: **1 supported**, **2 not detected**."
+    ) in line
+    assert "without records" not in line
+    more = Headline({**both, "no records yet": 1}, 3, [], [], None, [("aaaa", 3)], [],
+                    by_profile=by_profile)  # fmt: skip
+    assert "; 1 rows without records: **1 no records yet**." in render_headline(more)
     one = Headline(both, 2, [], [], None, [("aaaa", 3)], [], by_profile=by_profile[:1])
     assert "By the profile" not in render_headline(one)

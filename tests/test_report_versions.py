@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from ablation_roots import make_ablation_root
@@ -21,6 +22,7 @@ from test_scorecard import CLAIMS, MATRIX, SEEDS, _write_records
 from seps.cli import main
 from seps.report.headline import Headline, render_headline
 from seps.report.scorecard import write_scorecard
+from seps.report.scorecard_sections import profile_versions
 from seps.report.versions import version_banner, version_counts, version_line
 from seps.version import VERSION_KEY, check_versions, code_version
 
@@ -137,6 +139,20 @@ def test_version_line_and_banner():
     assert version_banner([("a", 3)], None) == []
     assert version_banner([("a", 3)], "b")[0].startswith("> **Stale page.**")
     assert version_banner(counts, None)  # several versions are stale whatever the code
+
+
+def test_the_scorecards_banner_says_which_profiles_records_are_current():
+    used = pd.DataFrame(
+        {"profile": ["new", "new", "old", "old", "old"], "code_version": ["a", "a", "b", "c", "b"]}
+    )
+    detail = profile_versions(used, "a")
+    assert (
+        detail
+        == "; by profile: `new` 2 records, all at this code; `old` 3 records, at b (2), c (1)"
+    )
+    banner = version_banner(version_counts(used["code_version"]), "a", detail)[0]
+    assert "may not be what this code gives; by profile: `new` 2 records" in banner
+    assert profile_versions(used[used["profile"] == "old"], "a") == ""  # one profile: no detail
 
 
 def test_headline_block_names_stale_records():

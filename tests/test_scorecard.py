@@ -286,7 +286,10 @@ def test_verdicts_on_hand_made_records(env):
     # One family per claim: rises, flat, falls and leak hold one test each, the optimum
     # three (base, noise and down against up); identical and one-seed rows are not tests.
     assert "one family per claim id, 5 families with a test (7 paired tests in all, 1 to 3" in text
-    summary = "9 claims in 9 rows: 3 supported, 1 contradicted, 1 not detected (no stated size)"
+    summary = (
+        "9 claims in 9 rows (7 paired tests): 3 supported, 1 contradicted, "
+        "1 not detected (no stated size)"
+    )
     assert summary in text
     # The whole-scorecard family holds 5 distinct tests (leak's pair is rises', and the
     # optimum's base − up too) and decides the same here.

@@ -16,7 +16,7 @@ from ablation_roots import make_ablation_root
 from seps.ablations import Matrix, RunSpec
 from seps.report.claims import Claim, ClaimError, Pair, load_claim_file
 from seps.report.compare import Comparison, family_of
-from seps.report.power import IMPACT_RANGES, impact_text, scaled_claim
+from seps.report.power import IMPACT_RANGES, impact_text, scaled_claim, size_check
 from seps.report.scorecard_judge import judge_row, verdict_counts
 from seps.report.scorecard_rows import Row
 from seps.report.verdicts import EQUIVALENT, NO_SIZE, NOT_DETECTED, powered_verdict
@@ -119,6 +119,33 @@ def test_scaled_claim_prefers_relative_then_size_then_stars():
     assert small.value == pytest.approx(2.0) and small.text.startswith("up to +2.0")
     assert scaled_claim(_claim(), 200.0, None) is None
     assert scaled_claim(_claim(direction="0"), 200.0, "large") is None
+
+
+def test_a_supported_effect_says_when_its_interval_excludes_the_claimed_size():
+    # Claimed +1% of 200 (+2.0); measured about +40 on every seed: the sign holds, the
+    # size does not, and the verdict says so after "supported" (still counted as one).
+    far = [40.0, 41.0, 39.0, 40.5, 39.5]
+    judged = _judge(_row(_claim(relative_size=0.01), far))
+    assert judged.verdict == "supported; larger than claimed (interval beyond +2.0)"
+    assert verdict_counts([_row(_claim(relative_size=0.01), far)])["supported"] == 1
+    # Claimed +20% (+40.0); measured about +4: detected, and smaller than claimed.
+    near = [4.0, 4.2, 3.8, 4.1, 3.9]
+    assert _judge(_row(_claim(relative_size=0.2), near)).verdict == (
+        "supported; smaller than claimed (interval within +40.0)"
+    )
+    # An interval that reaches the claimed value, a size on the source's scale and an
+    # open star range ("large": > 3%, no far end) leave "supported" alone.
+    assert _judge(_row(_claim(relative_size=0.2), [40.0, 30.0, 50.0, 45.0, 35.0])).verdict == (
+        "supported"
+    )
+    assert _judge(_row(_claim(size=2.0), far)).verdict == "supported"
+    assert _judge(_row(_claim(), far), {"hrpa": "large"}).verdict == "supported"
+    # Stars with a far end: medium (1-3% of 200: +2 to +6) against +40.
+    assert _judge(_row(_claim(), far), {"hrpa": "medium"}).verdict.endswith("beyond +6.0)")
+    # A claimed decrease reads the interval on its own side.
+    down = scaled_claim(_claim(direction="-", relative_size=-0.01), 200.0)
+    assert size_check(down, -45.0, -35.0) == "larger than claimed (interval beyond -2.0)"
+    assert size_check(down, -3.0, -1.0) is None
 
 
 def test_star_rows_read_the_difference_the_pair_flips():

@@ -154,8 +154,25 @@ def test_identical_reason_reads_the_config_difference():
     # Per-patch decisions vary the keep count: no known reason.
     per_patch = {**topk, "decision": "gumbel_per_patch"}
     assert identical_reason(_rec(per_patch), _rec({**per_patch, "ratio_loss": "eq7"})) is None
-    # A ratio setting together with the decision itself: no known reason.
+    # The decision alone, topk against gumbel_topk: no known reason unless the configs
+    # show that the straight-through part reaches nothing.
     assert identical_reason(_rec(topk), _rec({**topk, "decision": "gumbel_topk"})) is None
+    cut = "topk and gumbel_topk keep the same hard top-K patches, and the straight-through"
+    for fields, why in (
+        ({"detach_selection": True}, "which the detached selection (detach_selection) cuts"),
+        ({"ratio_loss": "separate"}, "whose separate form has no gradient when K = rho N"),
+        ({"ratio_loss": "off"}, "which is off"),
+    ):
+        base = {**topk, **fields}
+        got = identical_reason(_rec(base), _rec({**base, "decision": "gumbel_topk"}))
+        assert got is not None and got.startswith(cut) and why in got, got
+    # Per-patch keeps another count: never explained this way.
+    detached = {**topk, "detach_selection": True}
+    per = {**detached, "decision": "gumbel_per_patch"}
+    assert identical_reason(_rec(detached), _rec(per)) is None
+    # A ratio setting together with the decision itself: no known reason.
+    var = {**topk, "decision": "gumbel_topk", "ratio_loss": "separate"}
+    assert identical_reason(_rec(topk), _rec(var)) is None
     # Dense-caption protocol (training, or the evaluation key) with a head that reads none.
     laps = {**topk, "dense_fusion": "none"}
     dense = "the head reads no dense caption (dense_fusion=none)"

@@ -125,6 +125,22 @@ def _trains(rec: Mapping[str, Any]) -> bool:
     )
 
 
+def _straight_through_cut(hb: Mapping[str, Any], hv: Mapping[str, Any]) -> str | None:
+    """Why the straight-through gradient of a Gumbel top-K decision reaches nothing, when
+    both head configs show it (SPEC.md, decision and ratio loss): the selection runs
+    without gradient (``detach_selection``), the ratio loss is off, or it takes the
+    ``separate`` form, whose coefficient ``2 (K/N - rho)`` is 0 when the keep count is
+    exactly rho N (as at N = 36, rho = 0.5); ``None`` otherwise."""
+    both = [(h.get("detach_selection"), h.get("ratio_loss")) for h in (hb, hv)]
+    if all(d is True for d, _ in both):
+        return "which the detached selection (detach_selection) cuts off"
+    if all(r == "off" for _, r in both):
+        return "which is off"
+    if all(r == "separate" for _, r in both):
+        return "whose separate form has no gradient when K = rho N (docs/differences.md)"
+    return None
+
+
 def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str | None:
     """Why a variant whose runs are bit-identical to the baseline's could not differ.
 
@@ -138,6 +154,8 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     - only ratio-loss settings differ and both select with a fixed-count decision
       (``topk``, ``gumbel_topk``): every step keeps exactly K patches, so the ratio loss
       is a constant with no gradient;
+    - the decision differs between ``topk`` and ``gumbel_topk`` (the same hard top-K) and
+      the straight-through part reaches nothing (:func:`_straight_through_cut`);
     - only dense-caption settings differ and neither head reads a dense caption
       (``dense_fusion="none"``);
     - only settings that act through training differ and neither run trains anything
@@ -160,6 +178,15 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
     if ratio and decision == hv.get("decision") and decision in FIXED_COUNT_DECISIONS:
         reasons.append(f"the ratio loss is a constant under decision={decision}")
         left -= ratio
+    same_k = {hb.get("decision"), hv.get("decision")} <= set(FIXED_COUNT_DECISIONS)
+    if "head.decision" in left and same_k:
+        why = _straight_through_cut(hb, hv)
+        if why:
+            reasons.append(
+                "topk and gumbel_topk keep the same hard top-K patches, and the "
+                f"straight-through part reaches only the ratio loss, {why}"
+            )
+            left.discard("head.decision")
     dense = left & set(DENSE_FIELDS)
     if dense and hb.get("dense_fusion") == "none" and hv.get("dense_fusion") == "none":
         reasons.append("the head reads no dense caption (dense_fusion=none)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ablation_index import profile_summaries
 from ..ablations import load_matrix
 from ..formatting import DASH, code, fmt_ci, is_missing, markdown_table
 from ..store import atomic_write_text
@@ -77,10 +78,17 @@ class Headline:
     current: str | None = None
     by_profile: tuple[tuple[str, dict[str, int]], ...] = ()
     controls: tuple[tuple[str, bool, str], ...] = ()
+    tests: int | None = None
+    summaries: tuple[tuple[str, str], ...] = ()
 
 
 def _summary(counts: dict[str, int]) -> str:
     return ", ".join(f"**{n} {v}**" for v, n in counts.items() if n)
+
+
+def _minus(h: Headline) -> dict[str, int]:
+    """The counts of the rows no profile holds (rows without records)."""
+    return {v: n - sum(c.get(v, 0) for _, c in h.by_profile) for v, n in h.counts.items()}
 
 
 def render_headline(h: Headline) -> str:
@@ -115,19 +123,36 @@ def render_headline(h: Headline) -> str:
             "",
         ]
     rows = sum(h.counts.values())
-    lines += [
-        f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims tested "
-        f"in {rows} rows: {_summary(h.counts) or 'no rows'}. `supported`: the claimed "
-        "sign, detected; how its size compares with the claim's is in the scorecard's "
-        "columns.",
-        "",
-    ]
+    tests = f", {h.tests} of them paired tests" if h.tests is not None else ""
+    meaning = (
+        "`supported`: the claimed sign, detected (`larger than claimed` or `smaller than "
+        "claimed` follows in the scorecard where the interval excludes the claimed size)."
+    )
     if len(h.by_profile) > 1:
-        parts = [f"profile `{p}`, {sum(c.values())} rows: {_summary(c)}" for p, c in h.by_profile]
+        # Several regimes: their verdicts are not one population (a retired profile's
+        # "not detected" may be its blindness), so each is counted under its name first.
+        about = dict(h.summaries)
+        parts = [
+            f"profile `{p}`"
+            + (f" ({about[p]})" if about.get(p) else "")
+            + f", {sum(c.values())} rows: {_summary(c)}"
+            for p, c in h.by_profile
+        ]
+        bare = rows - sum(sum(c.values()) for _, c in h.by_profile)
         lines += [
-            "By the profile whose records a row reads (each verdict reads one regime's "
-            "records, but a claim's Holm family holds all its rows, of every profile; rows "
-            "without records have no profile): " + "; ".join(parts) + ".",
+            f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims in "
+            f"{rows} rows{tests}. By the profile whose records a row reads (each verdict "
+            "reads one regime's records, but a claim's Holm family holds all its rows, of "
+            "every profile): "
+            + "; ".join(parts)
+            + (f"; {bare} rows without records: {_summary(_minus(h))}" if bare else "")
+            + f". All rows together: {_summary(h.counts)}. {meaning}",
+            "",
+        ]
+    else:
+        lines += [
+            f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims in "
+            f"{rows} rows{tests}: {_summary(h.counts) or 'no rows'}. {meaning}",
             "",
         ]
     where = f"profile `{h.profile}`, " if h.profile else ""
@@ -248,6 +273,7 @@ def headline_of(
         elif profile:
             presets.append((p, DASH))
     n_claims = len({r.claim.id for r in rows})
+    about = profile_summaries(root)
     return Headline(
         counts,
         n_claims,
@@ -259,6 +285,8 @@ def headline_of(
         current_version,
         by_profile,
         controls,
+        sum(f.size for f in families.values()),
+        tuple((p, about.get(p, "")) for p in profiles),
     )
 
 

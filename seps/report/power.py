@@ -58,10 +58,16 @@ IMPACT_RANGES: dict[str, tuple[float, float | None, str]] = {
 @dataclass(frozen=True)
 class ScaledClaim:
     """The effect a row must be able to see: ``value`` (rSum, signed as the claimed
-    direction; positive for a margin) and ``text``, how it was obtained."""
+    direction; positive for a margin) and ``text``, how it was obtained. ``low`` and
+    ``high``: the claimed effect's range in rSum, as magnitudes (a relative size: both
+    its value; stars: their range, ``high`` None for an open one), against which a
+    detected effect's size is checked (:func:`size_check`); both None where the size
+    is on the source's scale or a margin."""
 
     value: float
     text: str
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,12 +128,38 @@ def scaled_claim(claim: Claim, base_mean: float, level: str | None = None) -> Sc
     if claim.relative_size is not None and known:
         value = claim.relative_size * base_mean
         pct = fmt(100.0 * claim.relative_size, 1, sign=True)
-        return ScaledClaim(value, f"{fmt(value, 1, sign=True)} ({pct}% of {fmt(base_mean)})")
+        text = f"{fmt(value, 1, sign=True)} ({pct}% of {fmt(base_mean)})"
+        return ScaledClaim(value, text, abs(value), abs(value))
     if claim.size is not None:
         return ScaledClaim(claim.size, f"{fmt(claim.size, 1, sign=True)} (stated, source's scale)")
     share = powered_for(level) if level is not None else None
     if share is not None and known and level is not None:
-        return ScaledClaim(sign * share * base_mean, _stars_text(level, sign, base_mean))
+        low, high, _ = IMPACT_RANGES[level]
+        return ScaledClaim(
+            sign * share * base_mean,
+            _stars_text(level, sign, base_mean),
+            low * base_mean,
+            None if high is None else high * base_mean,
+        )
+    return None
+
+
+def size_check(scaled: ScaledClaim | None, lo: float, hi: float) -> str | None:
+    """How a detected effect's size compares with the claimed one: ``larger than
+    claimed (interval above +X)`` when the corrected interval [``lo``, ``hi``] lies
+    wholly beyond the claimed range's far end, ``smaller than claimed (interval below
+    +X)`` when it lies wholly inside its near end; ``None`` when it overlaps the range,
+    or the claim has no range in rSum (a size on the source's scale, a margin). A
+    "supported" +160 against a claimed +0.8 has the claimed sign and not the claimed
+    size, which a reader must see beside the verdict."""
+    if scaled is None or scaled.low is None or is_missing(lo) or is_missing(hi):
+        return None
+    sign = -1.0 if scaled.value < 0 else 1.0
+    near, far = sorted((sign * lo, sign * hi))  # the interval's magnitudes on the claimed side
+    if scaled.high is not None and near > scaled.high:
+        return f"larger than claimed (interval beyond {fmt(sign * scaled.high, 1, sign=True)})"
+    if far < scaled.low:
+        return f"smaller than claimed (interval within {fmt(sign * scaled.low, 1, sign=True)})"
     return None
 
 
@@ -157,4 +189,5 @@ __all__ = [
     "powered_for",
     "row_power",
     "scaled_claim",
+    "size_check",
 ]

@@ -144,6 +144,17 @@ def render_scorecard(
             ]
         )
     counts = verdict_counts(rows, families, levels)
+    tests = sum(f.size for f in families.values())
+    summary = f"{len(seen)} claims in {len(rows)} rows ({fmt_n(tests, 'paired test')}): "
+    summary += f"{counts_text(counts)}."
+    if several:  # each regime's verdicts apart: a retired one's may be its blindness
+        profiles = sorted({str(r.profile) for r in rows if r.profile is not None})
+        parts = [
+            f"profile `{p}`, {sum(r.profile == p for r in rows)} rows: "
+            + counts_text(verdict_counts([r for r in rows if r.profile == p], families, levels))
+            for p in profiles
+        ]
+        summary += " By the profile whose records a row reads: " + "; ".join(parts) + "."
     whole = single_family(rows)
     whole_size = next(iter(whole.values())).size if whole else 0
     compared = "For comparison, one whole-scorecard Holm family "
@@ -163,7 +174,7 @@ def render_scorecard(
             *controls,
             "## Claims",
             "",
-            f"{len(seen)} claims in {len(rows)} rows: {counts_text(counts)}.",
+            summary,
             "",
             compared,
             "",

@@ -13,7 +13,9 @@ scorecard's, whose verdict counts the scorecard prints beside for comparison.
 :func:`~seps.report.verdicts.optimum_verdict` in the row's family, qualifies a ``not
 detected`` (and a grid optimum's ``supported``, which rests on no cell detected above) by
 the row's power (:mod:`seps.report.power`,
-:func:`~seps.report.verdicts.powered_verdict`) and names a bimodal side
+:func:`~seps.report.verdicts.powered_verdict`), says when a ``supported`` effect's
+interval lies wholly outside the claimed size (:func:`~seps.report.power.size_check`:
+the claimed sign is not the claimed size) and names a bimodal side
 (:func:`~seps.report.verdicts.bimodal_verdict`). Pure functions of rows.
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .compare import Comparison, Family, family_of
-from .power import Power, ScaledClaim, row_power, scaled_claim
+from .power import Power, ScaledClaim, row_power, scaled_claim, size_check
 from .scorecard_rows import Row
 from .verdicts import (
     IDENTICAL,
@@ -34,6 +36,7 @@ from .verdicts import (
     Optimum,
     bimodal_verdict,
     effect_verdict,
+    holm_interval,
     optimum_verdict,
     powered_verdict,
     verdict_kind,
@@ -126,6 +129,9 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
             equivalent=power.equivalent,
             optimum=optimum is not None,
         )
+    if verdict == "supported" and optimum is None and c is not None:
+        size = size_check(scaled, *holm_interval(c, family.p(c)))
+        verdict += f"; {size}" if size else ""
     return Judged(bimodal_verdict(verdict, row.bimodal), optimum, c, scaled, power)
 
 

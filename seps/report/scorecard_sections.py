@@ -79,13 +79,37 @@ def families_sentence(families: Mapping[str, Family]) -> str:
     )
 
 
+def profile_versions(used: pd.DataFrame, current: str | None) -> str:
+    """``; by profile: `standard` 365 records, all at this code; `synth48` 211, at
+    9214d89c752dcaa9 (126), 47469b8e9982cf06 (85)`` when the records span several
+    profiles (empty otherwise): the rows of a profile whose records are all current are
+    not stale, which the page-wide banner alone would hide."""
+    if current is None or "profile" not in used or used["profile"].nunique() < 2:
+        return ""
+    parts = []
+    for profile, group in sorted(used.groupby("profile"), key=lambda g: str(g[0])):
+        counts = version_counts(group["code_version"])
+        n = sum(k for _, k in counts)
+        at = (
+            "all at this code"
+            if [v for v, _ in counts] == [current]
+            else "at " + ", ".join(f"{v} ({k})" for v, k in counts)
+        )
+        parts.append(f"`{profile}` {n} records, {at}")
+    return "; by profile: " + "; ".join(parts)
+
+
 def preamble(
     used: pd.DataFrame, families: Mapping[str, Family], current: str | None = None
 ) -> list[str]:
     """The scorecard's header: scale, what verdicts mean, the statistics and the rules;
     opened by the stale-records banner when the records are not all at ``current``
     (:func:`~seps.report.versions.version_banner`)."""
-    banner = version_banner(version_counts(used["code_version"]), current) if len(used) else []
+    banner = []
+    if len(used):
+        banner = version_banner(
+            version_counts(used["code_version"]), current, profile_versions(used, current)
+        )
     return [
         MARKER,
         "# Scorecard: which claims about SEPS hold here, and under which protocol",
@@ -107,7 +131,9 @@ def preamble(
         "the pretrained backbones of its recipe: one build (`synth48`: the seeds vary the "
         "head's initialisation, the data order and the dataset draw, so an interval covers "
         "those and not the pretraining), or, where the profile sets `pretrain_builds: N` "
-        "(`standard`), seed s from build s mod N, so that an interval covers the build too. "
+        "(`standard`), seed s from build s mod N, so that the seeds sample the builds too "
+        "(5 seeds over 3 builds: 2, 2 and 1 of them; the paired t-test treats the seeds as "
+        "independent, so an interval covers the builds' spread only in part). "
         "A build differs between CPU types (docs/across-machines.md).",
         "",
         "**Statistics.** Effect: the paired difference in rSum, variant − baseline, over "
@@ -136,7 +162,10 @@ def preamble(
         "family's smallest p-value, so the MDE is conservative. A grid optimum's MDE is "
         "that of its quoted cell's test. `seps/report/power.py`.",
         "",
-        "**Verdicts.** `supported`: the widened interval excludes 0 on the claimed side; "
+        "**Verdicts.** `supported`: the widened interval excludes 0 on the claimed side "
+        "(the claimed sign; where the claim has a size in rSum, `larger than claimed` or "
+        "`smaller than claimed` follows when the interval lies wholly beyond the claimed "
+        "range's far end or within its near end: the sign held, the size did not); "
         "`contradicted`: it excludes 0 on the other side (for a claim of no effect: at "
         "all). When it includes 0: `equivalent` when the two one-sided tests (TOST, "
         "paired t at level 0.05/m) show the mean difference within ± the claim's "

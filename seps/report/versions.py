@@ -50,15 +50,19 @@ def version_line(counts: list[tuple[str, int]], current: str | None) -> str:
     return text + " (the same)."
 
 
-def version_banner(counts: list[tuple[str, int]], current: str | None) -> list[str]:
+def version_banner(
+    counts: list[tuple[str, int]], current: str | None, detail: str = ""
+) -> list[str]:
     """The banner that opens a page written from stale or mixed records (with
-    ``--allow-mixed-versions``), as markdown lines; none when the records are current."""
+    ``--allow-mixed-versions``), as markdown lines; none when the records are current.
+    ``detail``: a sentence inserted after the versions (e.g. which profile holds which)."""
     if not is_stale(counts, current):
         return []
     against = f"; this code is {current}" if current is not None else ""
     return [
         f"> **Stale page.** Its records are at code version{'s' * (len(counts) > 1)} "
-        f"{_listed(counts)}{against}: numbers below may not be what this code gives. "
+        f"{_listed(counts)}{against}: numbers below may not be what this code gives"
+        f"{detail}. "
         "Written with `--allow-mixed-versions`; `seps-bench run MATRIX --rerun-stale` "
         "recomputes the stale records.",
         "",
