@@ -24,7 +24,7 @@ from seps.report.compare import Comparison, family_of
 from seps.report.scorecard import MARKER, write_scorecard
 from seps.report.scorecard_sections import OLD_MARKERS
 from seps.report.verdicts import (
-    IDENTICAL,
+    IDENTICAL_HOLDS,
     NO_RECORDS,
     Cell,
     effect_verdict,
@@ -263,7 +263,8 @@ def test_verdicts_on_hand_made_records(env):
         "rises": "supported",
         "flat": "not detected (no stated size)",
         "falls": "contradicted",
-        "constant": f"{IDENTICAL}: the ratio loss is a constant under decision=topk",
+        # A claim of no effect seen exactly: supported, with the reason.
+        "constant": f"{IDENTICAL_HOLDS}: the ratio loss is a constant under decision=topk",
         "unrun": "no records yet",
         "one-seed": "not enough seeds (n=1)",
         "best": "supported",
@@ -287,7 +288,7 @@ def test_verdicts_on_hand_made_records(env):
     # three (base, noise and down against up); identical and one-seed rows are not tests.
     assert "one family per claim id, 5 families with a test (7 paired tests in all, 1 to 3" in text
     summary = (
-        "9 claims in 9 rows (7 paired tests): 3 supported, 1 contradicted, "
+        "9 claims in 9 rows (7 paired tests): 4 supported, 1 contradicted, "
         "1 not detected (no stated size)"
     )
     assert summary in text

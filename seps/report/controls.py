@@ -41,7 +41,14 @@ from ..stats import ALPHA
 from .claims import Claim
 from .compare import Family
 from .summary import p_value_text
-from .verdicts import EQUIVALENT, IDENTICAL, NO_RECORDS, NOT_DETECTED, holm_interval
+from .verdicts import (
+    EQUIVALENT,
+    IDENTICAL,
+    IDENTICAL_HOLDS,
+    NO_RECORDS,
+    NOT_DETECTED,
+    holm_interval,
+)
 
 if TYPE_CHECKING:  # the scorecard imports this module
     from .scorecard_rows import Row
@@ -52,7 +59,11 @@ GROUP = "controls"
 TITLE = "Controls: can this instrument see?"
 #: Verdicts under which a row holds, by claimed direction (a verdict holds when it starts
 #: with one of them: ``not detected (no stated size)`` is a ``not detected``).
-HOLDING = {"+": ("supported",), "-": ("supported",), "0": (IDENTICAL, EQUIVALENT, NOT_DETECTED)}
+HOLDING = {
+    "+": ("supported",),
+    "-": ("supported",),
+    "0": (IDENTICAL_HOLDS, IDENTICAL, EQUIVALENT, NOT_DETECTED),
+}
 #: Why a verdict does not hold, in the holds column.
 FAILURES = {
     "contradicted": "detected with the wrong sign",

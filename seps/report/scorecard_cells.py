@@ -20,7 +20,7 @@ from .power import impact_text
 from .scorecard_judge import Judged, impact_level
 from .scorecard_rows import Row
 from .summary import p_value_text
-from .verdicts import IDENTICAL, UNTESTABLE, holm_interval
+from .verdicts import IDENTICAL, IDENTICAL_HOLDS, UNTESTABLE, holm_interval
 
 #: Report heading of a matrix's extra section (``sections:``), linked instead of Results.
 SECTION_TITLES = {"loss-study": "Loss study"}
@@ -164,11 +164,11 @@ def verdict_text(row: Row, judged: Judged) -> str:
     if verdict == UNTESTABLE:
         why = row.comparison.blind if row.comparison is not None else None
         return f"{UNTESTABLE}: {why or row.frozen or row.claim.why}"
-    if verdict == IDENTICAL:
+    if verdict in (IDENTICAL, IDENTICAL_HOLDS):
         reasons = [row.comparison.reason] if row.comparison is not None else []
         reasons += [c.reason for c in row.cells]
         reason = next((r for r in reasons if r), None)
-        return f"{IDENTICAL}: {reason}" if reason else IDENTICAL
+        return f"{verdict}: {reason}" if reason else verdict
     return verdict
 
 

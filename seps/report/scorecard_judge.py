@@ -30,6 +30,7 @@ from .power import Power, ScaledClaim, row_power, scaled_claim, size_check
 from .scorecard_rows import Row
 from .verdicts import (
     IDENTICAL,
+    IDENTICAL_HOLDS,
     NO_RECORDS,
     UNTESTABLE,
     VERDICTS,
@@ -114,7 +115,7 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
         c = row.comparison
         verdict = effect_verdict(str(row.claim.direction), c, family.p(c) if c else math.nan)
     # Records, identical bits and text-blind sides say more than a frozen part.
-    if row.frozen and verdict not in (NO_RECORDS, IDENTICAL, UNTESTABLE):
+    if row.frozen and verdict not in (NO_RECORDS, IDENTICAL, IDENTICAL_HOLDS, UNTESTABLE):
         return Judged(UNTESTABLE, optimum, c)
     scaled = scaled_claim(row.claim, base_mean, impact_level(row, levels or {}))
     power = None

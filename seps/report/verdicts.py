@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 NO_RECORDS = "no records yet"
 IDENTICAL = "identical (no effect possible)"
+#: A claim of no effect whose sides are bit-identical on every seed: the strongest
+#: support it can get (counted under ``supported``; not a test, so in no family).
+IDENTICAL_HOLDS = "supported (identical bits)"
 UNTESTABLE = "not testable here"
 #: Not detected, and the test could have detected the scaled claim (its MDE <= it).
 NOT_DETECTED = "not detected"
@@ -96,13 +99,14 @@ def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
     """``supported`` (the Holm-widened CI excludes 0 on the claimed side), ``contradicted``
     (it excludes 0 on the other side, or at all for a claim of no effect: ``direction``
     ``0``), ``not detected`` (it includes 0), ``identical (no effect possible)`` (every
-    seed bit-identical: not a test), ``not testable here`` (a side's scores cannot depend
+    seed bit-identical: not a test; ``supported (identical bits)`` for a claim of no
+    effect, which identical bits confirm), ``not testable here`` (a side's scores cannot depend
     on the text: :mod:`seps.report.blind`), ``not enough seeds (n=1)`` or ``no records
     yet``."""
     if c is None or c.n == 0:
         return NO_RECORDS
     if c.identical:
-        return IDENTICAL
+        return IDENTICAL_HOLDS if direction == "0" else IDENTICAL
     if c.blind:
         return UNTESTABLE
     if c.n < 2 or is_missing(p_holm):
@@ -222,6 +226,7 @@ def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Opti
 __all__ = [
     "EQUIVALENT",
     "IDENTICAL",
+    "IDENTICAL_HOLDS",
     "NOT_DETECTED",
     "NO_RECORDS",
     "NO_SIZE",
