@@ -157,10 +157,10 @@ def test_identical_reason_reads_the_config_difference():
     # The decision alone, topk against gumbel_topk: no known reason unless the configs
     # show that the straight-through part reaches nothing.
     assert identical_reason(_rec(topk), _rec({**topk, "decision": "gumbel_topk"})) is None
-    cut = "topk and gumbel_topk keep the same hard top-K patches, and the straight-through"
+    cut = "topk and gumbel_topk keep the same patches; the straight-through gradient reaches"
     for fields, why in (
-        ({"detach_selection": True}, "which the detached selection (detach_selection) cuts"),
-        ({"ratio_loss": "separate"}, "whose separate form has no gradient when K = rho N"),
+        ({"detach_selection": True}, "and the selection is detached (detach_selection)"),
+        ({"ratio_loss": "separate"}, "zero in its separate form at K = rho N"),
         ({"ratio_loss": "off"}, "which is off"),
     ):
         base = {**topk, **fields}

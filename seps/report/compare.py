@@ -133,11 +133,11 @@ def _straight_through_cut(hb: Mapping[str, Any], hv: Mapping[str, Any]) -> str |
     exactly rho N (as at N = 36, rho = 0.5); ``None`` otherwise."""
     both = [(h.get("detach_selection"), h.get("ratio_loss")) for h in (hb, hv)]
     if all(d is True for d, _ in both):
-        return "which the detached selection (detach_selection) cuts off"
+        return "and the selection is detached (detach_selection)"
     if all(r == "off" for _, r in both):
         return "which is off"
     if all(r == "separate" for _, r in both):
-        return "whose separate form has no gradient when K = rho N (docs/differences.md)"
+        return "zero in its separate form at K = rho N"
     return None
 
 
@@ -183,8 +183,8 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
         why = _straight_through_cut(hb, hv)
         if why:
             reasons.append(
-                "topk and gumbel_topk keep the same hard top-K patches, and the "
-                f"straight-through part reaches only the ratio loss, {why}"
+                "topk and gumbel_topk keep the same patches; the straight-through "
+                f"gradient reaches only the ratio loss, {why}"
             )
             left.discard("head.decision")
     dense = left & set(DENSE_FIELDS)
