@@ -390,6 +390,24 @@ def test_optimum_without_tests_says_identical_missing_or_too_few_seeds():
 
 
 # ------------------------------------------------------------------------ files
+def test_rows_name_their_records_cpu_when_the_scorecard_spans_two_cpu_types(env):
+    # One CPU model everywhere (or none recorded): the protocol cell does not name it.
+    write_scorecard(env["results"], env["out"], env["root"])
+    assert "Intel" not in env["out"].read_text()
+    # "up" made on another CPU type than the rest: its rows name both models, the others
+    # name theirs, since two types' levels differ by the machine too.
+    folder = env["results"] / "mini"
+    for f in sorted(folder.glob("*.json")):
+        rec = json.loads(f.read_text())
+        model = "Intel Xeon" if rec["run_id"] == "up" else "AMD EPYC"
+        rec["environment"] = {"cpu": {"model": model}}
+        f.write_text(json.dumps(rec, sort_keys=True))
+    write_scorecard(env["results"], env["out"], env["root"])
+    rows = _rows(env["out"].read_text())
+    assert rows["rises"][2].endswith("; AMD EPYC + Intel Xeon"), rows["rises"][2]
+    assert rows["flat"][2].endswith("; AMD EPYC"), rows["flat"][2]
+
+
 def test_scorecard_regenerates_byte_identically(env, tmp_path):
     first = write_scorecard(env["results"], env["out"], env["root"]).read_bytes()
     # Its own file is overwritten; elsewhere, from a copy of the store, the same bytes.

@@ -125,6 +125,7 @@ def render_scorecard(
     rows = paper_rows(rows)
     families = claim_families(rows)
     several = len({r.profile for r in rows if r.profile is not None}) > 1
+    machines = len({r.machine for r in rows if r.machine is not None}) > 1
     table, seen = [], set()
     for r in rows:
         first = r.claim.id not in seen
@@ -135,7 +136,7 @@ def render_scorecard(
             [
                 claim_text(r, first, levels),
                 r.claim.source if first else "″",
-                protocol_text(r, several),
+                protocol_text(r, several, machines),
                 effect_text(r, judged, family, levels),
                 scaled_text(r, judged),
                 mde_text(judged),

@@ -172,12 +172,16 @@ def verdict_text(row: Row, judged: Judged) -> str:
     return verdict
 
 
-def protocol_text(row: Row, several_profiles: bool) -> str:
-    """The protocol cell: the claimed protocol, the records' when they differ, and the
-    profile when the scorecard holds several."""
+def protocol_text(row: Row, several_profiles: bool, several_machines: bool = False) -> str:
+    """The protocol cell: the claimed protocol, the records' when they differ, the
+    profile when the scorecard holds several, and the records' CPU model when its rows
+    come from several (a record reproduces on its own CPU type only, and two matrices'
+    levels differ by the machine as well: docs/across-machines.md)."""
     text = row.protocol + (f" (records: {row.observed})" if row.observed else "")
     if several_profiles and row.profile is not None:
         text += f"; profile {code(row.profile)}"
+    if several_machines and row.machine is not None:
+        text += f"; {row.machine}"
     return text
 
 

@@ -46,7 +46,7 @@ class Row:
     sides of an effect row (variant first) whose seeds split into broken and functional
     ones (:mod:`seps.report.bimodal`), if any; ``collapsed``: which seeds of the two
     sides ended their training more than 10% below their best validation epoch
-    (:mod:`seps.report.collapse`), if any."""
+    (:mod:`seps.report.collapse`), if any; ``machine``: the CPU models of its records."""
 
     claim: Claim
     matrix: Matrix
@@ -63,6 +63,24 @@ class Row:
     frozen: str | None = None
     bimodal: tuple[Split, ...] = ()
     collapsed: str | None = None
+    machine: str | None = None
+
+
+#: A record made before the runner stamped its CPU.
+NO_CPU = "CPU not recorded"
+
+
+def _machines(sides: Iterable[Mapping[int, Mapping[str, Any]]]) -> str | None:
+    """The CPU models (``environment.cpu.model``) of the records of ``sides``, joined
+    with `` + `` when several (a row whose sides come from two CPU types, whose
+    difference then holds the machines' own); ``None`` without records."""
+    models = set()
+    for side in sides:
+        for rec in side.values():
+            env = rec.get("environment")
+            cpu = env.get("cpu") if isinstance(env, Mapping) else None
+            models.add(str(cpu.get("model")) if isinstance(cpu, Mapping) else NO_CPU)
+    return " + ".join(sorted(models)) or None
 
 
 def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
@@ -141,6 +159,7 @@ def _effect_row(
         frozen=frozen,
         bimodal=bimodal,
         collapsed=fell,
+        machine=_machines((var, ref)),
     )
 
 
@@ -202,6 +221,7 @@ def _optimum_row(
         cells=tuple(cells),
         missing=tuple(missing),
         frozen=frozen,
+        machine=_machines(sides),
     )
 
 

@@ -134,7 +134,8 @@ def preamble(
         "(`standard`), seed s from build s mod N, so that the seeds sample the builds too "
         "(5 seeds over 3 builds: 2, 2 and 1 of them; the paired t-test treats the seeds as "
         "independent, so an interval covers the builds' spread only in part). "
-        "A build differs between CPU types (docs/across-machines.md).",
+        "A build differs between CPU types (docs/across-machines.md); where the rows come "
+        "from several, the protocol column names each row's records' CPU model.",
         "",
         "**Statistics.** Effect: the paired difference in rSum, variant − baseline, over "
         f"the seeds both have: its mean, then its interval. p Holm: "
