@@ -22,7 +22,7 @@ from test_scorecard import CLAIMS, MATRIX, SEEDS, _write_records
 from seps.cli import main
 from seps.report.headline import Headline, render_headline
 from seps.report.scorecard import write_scorecard
-from seps.report.scorecard_sections import profile_versions
+from seps.report.scorecard_sections import profile_versions, scale_lines
 from seps.report.versions import version_banner, version_counts, version_line
 from seps.version import VERSION_KEY, check_versions, code_version
 
@@ -153,6 +153,25 @@ def test_the_scorecards_banner_says_which_profiles_records_are_current():
     banner = version_banner(version_counts(used["code_version"]), "a", detail)[0]
     assert "may not be what this code gives; by profile: `new` 2 records" in banner
     assert profile_versions(used[used["profile"] == "old"], "a") == ""  # one profile: no detail
+
+
+def test_the_scorecards_scale_lines_give_each_profile_its_summary():
+    used = pd.DataFrame(
+        {
+            "profile": ["new", "old"],
+            "matrix": ["m", "m"],
+            "run_id": ["a", "a"],
+            "dataset": ["synthetic"] * 2,
+            "synth_images": [100, 100],
+            "eval_images": [10, 10],
+            "seed": [0, 1],
+            "code_version": ["a", "b"],
+            "environment": [{}, {}],
+        }
+    )
+    lines = scale_lines(used, "a", {"old": "retired: its pretraining solves the task"})
+    assert lines[0].startswith("- Profile `new`: synthetic data")
+    assert lines[1].startswith("- Profile `old` (retired: its pretraining solves the task): ")
 
 
 def test_headline_block_names_stale_records():

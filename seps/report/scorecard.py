@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..ablation_index import profile_summaries
 from ..formatting import fmt_n, is_missing, markdown_table
 from ..store import atomic_write_text
 from ..version import check_versions
@@ -112,6 +113,7 @@ def render_scorecard(
     used: pd.DataFrame,
     impacts: Mapping[str, str] | None = None,
     current: str | None = None,
+    summaries: Mapping[str, str] | None = None,
 ) -> str:
     """The scorecard's markdown: ``rows`` (:func:`claim_rows` of every claim, in order):
     the controls first (:func:`controls_lines`), then the claims' rows, each judged in
@@ -119,7 +121,8 @@ def render_scorecard(
     the counts one whole-scorecard family would give below; ``used`` the records they
     read (for the preamble), ``impacts`` seed 004's impact level per difference id (e.g.
     ``large``), ``current`` this code's version (``None``: not compared; else the
-    preamble states the records' against it and a stale page opens with a banner)."""
+    preamble states the records' against it and a stale page opens with a banner),
+    ``summaries`` each profile's one-line summary (profiles.yaml) for the preamble."""
     levels = impacts or {}
     controls = controls_lines(rows)
     rows = paper_rows(rows)
@@ -170,7 +173,7 @@ def render_scorecard(
     headers += ["scaled claim (rSum)", "MDE, 80% power", "verdict", "details"]
     return "\n".join(
         [
-            *preamble(used, families, current),
+            *preamble(used, families, current, summaries),
             *frozen_note(rows),
             *controls,
             "## Claims",
@@ -235,7 +238,8 @@ def write_scorecard(
         allow_mixed_versions=allow_mixed_versions,
         current_version=current_version,
     )
-    text = render_scorecard(rows, used, impact_levels(root), current_version)
+    summaries = profile_summaries(root)
+    text = render_scorecard(rows, used, impact_levels(root), current_version, summaries)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, text)
     return out

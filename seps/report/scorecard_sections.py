@@ -35,8 +35,11 @@ OLD_MARKERS = (
 )
 
 
-def scale_lines(used: pd.DataFrame, current: str | None = None) -> list[str]:
-    """What the verdicts hold for: per profile the data, image counts and seeds of the
+def scale_lines(
+    used: pd.DataFrame, current: str | None = None, summaries: Mapping[str, str] | None = None
+) -> list[str]:
+    """What the verdicts hold for: per profile its summary (``summaries``: profile ->
+    its line in profiles.yaml, when given), the data, image counts and seeds of the
     records the scorecard read, then the records' code version(s) (against ``current``,
     this code's, when given: :func:`~seps.report.versions.version_line`)."""
     if used.empty:
@@ -50,8 +53,10 @@ def scale_lines(used: pd.DataFrame, current: str | None = None) -> list[str]:
     for profile in sorted({str(p) for p in used["profile"].dropna()}):
         sub = used[used["profile"] == profile]
         runs = len(set(zip(sub["matrix"], sub["run_id"], strict=True)))
+        about = (summaries or {}).get(profile)
         lines.append(
-            f"- Profile {code(profile)}: {values(sub, 'dataset', False)} data, "
+            f"- Profile {code(profile)}{f' ({about})' if about else ''}: "
+            f"{values(sub, 'dataset', False)} data, "
             f"{values(sub, 'synth_images')} images per synthetic draw, evaluated on "
             f"{values(sub, 'eval_images')} test images; seeds {values(sub, 'seed')}; "
             f"{fmt_n(len(sub), 'record')} of {fmt_n(runs, 'run')} in "
@@ -100,7 +105,10 @@ def profile_versions(used: pd.DataFrame, current: str | None) -> str:
 
 
 def preamble(
-    used: pd.DataFrame, families: Mapping[str, Family], current: str | None = None
+    used: pd.DataFrame,
+    families: Mapping[str, Family],
+    current: str | None = None,
+    summaries: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The scorecard's header: scale, what verdicts mean, the statistics and the rules;
     opened by the stale-records banner when the records are not all at ``current``
@@ -122,7 +130,7 @@ def preamble(
         "",
         "**What the verdicts hold for.** The records read:",
         "",
-        *scale_lines(used, current),
+        *scale_lines(used, current, summaries),
         "",
         "Verdicts on this synthetic benchmark are about mechanisms (does a switch move "
         "retrieval in the claimed direction at this scale, with tiny pretrained backbones), "
