@@ -40,7 +40,7 @@ from .scorecard import (
     verdict_counts,
 )
 from .scorecard_cells import anchor
-from .scorecard_judge import claim_families
+from .scorecard_judge import claim_families, counts_by_profile, paired_tests
 from .versions import version_counts
 
 #: The marker lines around the generated block (each alone on its line).
@@ -239,10 +239,7 @@ def headline_of(
     counts = verdict_counts(rows, levels=levels)
     # Each row judged in its claim's family of all rows, as the scorecard judges it.
     families = claim_families(rows)
-    profiles = sorted({str(r.profile) for r in rows if r.profile is not None})
-    by_profile = tuple(
-        (p, verdict_counts([r for r in rows if r.profile == p], families, levels)) for p in profiles
-    )
+    by_profile = counts_by_profile(rows, families, levels)
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
     data = ReportData.of(matrix, load_results(results_dir, matrix.name))
     current = data.current
@@ -285,8 +282,8 @@ def headline_of(
         current_version,
         by_profile,
         controls,
-        sum(f.size for f in families.values()),
-        tuple((p, about.get(p, "")) for p in profiles),
+        paired_tests(families),
+        tuple((p, about.get(p, "")) for p, _ in by_profile),
     )
 
 

@@ -42,8 +42,10 @@ from .scorecard_cells import (
 )
 from .scorecard_judge import (
     claim_families,
+    counts_by_profile,
     family_of_rows,
     judge_row,
+    paired_tests,
     single_family,
     verdict_counts,
     verdict_of,
@@ -148,15 +150,12 @@ def render_scorecard(
             ]
         )
     counts = verdict_counts(rows, families, levels)
-    tests = sum(f.size for f in families.values())
-    summary = f"{len(seen)} claims in {len(rows)} rows ({fmt_n(tests, 'paired test')}): "
-    summary += f"{counts_text(counts)}."
+    tests = fmt_n(paired_tests(families), "paired test")
+    summary = f"{len(seen)} claims in {len(rows)} rows ({tests}): {counts_text(counts)}."
     if several:  # each regime's verdicts apart: a retired one's may be its blindness
-        profiles = sorted({str(r.profile) for r in rows if r.profile is not None})
         parts = [
-            f"profile `{p}`, {sum(r.profile == p for r in rows)} rows: "
-            + counts_text(verdict_counts([r for r in rows if r.profile == p], families, levels))
-            for p in profiles
+            f"profile `{p}`, {sum(c.values())} rows: {counts_text(c)}"
+            for p, c in counts_by_profile(rows, families, levels)
         ]
         summary += " By the profile whose records a row reads: " + "; ".join(parts) + "."
     whole = single_family(rows)

@@ -158,12 +158,32 @@ def verdict_counts(
     return counts
 
 
+def counts_by_profile(
+    rows: Sequence[Row], families: Mapping[str, Family], levels: Mapping[str, str] | None = None
+) -> tuple[tuple[str, dict[str, int]], ...]:
+    """(profile, :func:`verdict_counts` of its rows) for each profile some row reads,
+    sorted; each row judged in its claim's family of ``families`` (of all rows), so that
+    the counts of one regime are the scorecard's own verdicts. Rows without records have
+    no profile and are left out."""
+    profiles = sorted({str(r.profile) for r in rows if r.profile is not None})
+    return tuple(
+        (p, verdict_counts([r for r in rows if r.profile == p], families, levels)) for p in profiles
+    )
+
+
+def paired_tests(families: Mapping[str, Family]) -> int:
+    """How many paired tests ``families`` (one per claim) hold in all."""
+    return sum(f.size for f in families.values())
+
+
 __all__ = [
     "Judged",
     "claim_families",
+    "counts_by_profile",
     "family_of_rows",
     "impact_level",
     "judge_row",
+    "paired_tests",
     "single_family",
     "verdict_counts",
     "verdict_of",
