@@ -14,16 +14,16 @@ resumes from its last epoch, and runs that differ only in the evaluation protoco
 code version that trained in it; training state of other code is set aside as
 ``<folder>.stale`` and trained again, never resumed (:func:`claim_work_dir`).
 
-Backends: ``local`` runs one after another in this process; ``ray`` submits each group
-of runs that share a training as one Ray task (one GPU each when CUDA is present), to a
-local Ray or to ``--ray-address``; records land in the same store.
+Backends: ``local`` runs one after another in this process; ``ray``
+(:mod:`seps.ray_backend`) submits each group of runs that share a training as one Ray
+task (one GPU each when CUDA is present), to a local Ray or to ``--ray-address``; records
+land in the same store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 import time
 import traceback
@@ -43,7 +43,7 @@ from .ablations import (
     resolve,
     select_runs,
 )
-from .float_path import ENV_VAR, FLOAT_PATHS, check_in_force
+from .float_path import check_in_force
 from .interrupts import check_stop, stop_on_sigterm
 from .machine_load import LOAD_FIELD, LoadWatch
 from .prebuild import prebuild_pretraining
@@ -73,7 +73,6 @@ from .store import (
 from .twins import copy_record, find_twin
 from .version import VERSION_KEY, code_version
 
-#: Fields that only change the evaluation, so runs differing in them share a training.
 #: Fields that change only the evaluation: runs that differ in nothing else share one
 #: training. ``dense_source`` is not one of them: it decides the pairing in training too.
 EVAL_ONLY_FIELDS = (
@@ -388,19 +387,6 @@ def _claim_work_dir(group: list[PlannedRun], say: Callable[[str], None]) -> None
         )
 
 
-def _execute_group(
-    group: list[PlannedRun], results: str, retry_failed: bool, rerun_stale: bool, reuse: bool
-) -> None:
-    run_group(
-        group,
-        Path(results),
-        retry_failed=retry_failed,
-        rerun_stale=rerun_stale,
-        block=True,
-        reuse=reuse,
-    )
-
-
 class MatrixOutcome(list):  # type: ignore[type-arg]
     """The records of a plan (a list, as before), plus :attr:`unreadable`: the record
     files ``run_matrix`` found unreadable and left alone, and :attr:`stale`: the stale
@@ -491,7 +477,17 @@ def run_matrix(
     if warning:
         say(warning)
     if backend == "ray":
-        _run_ray(list(groups.values()), results, ray_address, retry_failed, rerun_stale, reuse)
+        from .ray_backend import run_on_ray  # Ray only when asked for
+
+        run_on_ray(
+            run_group,
+            list(groups.values()),
+            results,
+            ray_address,
+            retry_failed=retry_failed,
+            rerun_stale=rerun_stale,
+            reuse=reuse,
+        )
     else:
         desc = f"{matrix.name} ({profile.name})"
         bar = tqdm(total=n_todo, desc=desc, disable=not progress, unit="run")
@@ -534,44 +530,6 @@ def _say_failures(records: list[dict[str, Any]], say: Callable[[str], None]) -> 
     for rec in records:
         if rec["status"] != "done":
             say(f"run {rec['run_id']} (seed {rec['seed']}) {rec['status']}: {rec['error']}")
-
-
-def _run_ray(
-    groups: list[list[PlannedRun]],
-    results: Path,
-    address: str | None,
-    retry_failed: bool,
-    rerun_stale: bool,
-    reuse: bool,
-) -> None:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ValueError(
-            "--backend ray: Ray is not installed (pip install 'seps-bench[ray]')"
-        ) from exc
-    import torch
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        # The workers take this process's float path: on a cluster they do not inherit its
-        # environment, and importing seps no longer pins (seps.float_path).
-        names = {ENV_VAR, *(k for env in FLOAT_PATHS.values() for k in env)}
-        pinned = {k: os.environ[k] for k in sorted(names) if k in os.environ}
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            ignore_reinit_error=True,
-            log_to_driver=False,
-            runtime_env={"env_vars": pinned},
-        )
-    try:
-        gpus = 1 if torch.cuda.is_available() else 0
-        task = ray.remote(num_gpus=gpus, num_cpus=1)(_execute_group)
-        ray.get([task.remote(g, str(results), retry_failed, rerun_stale, reuse) for g in groups])
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def check_data_dirs(planned: list[PlannedRun]) -> None:
