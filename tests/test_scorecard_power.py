@@ -19,7 +19,13 @@ from seps.report.compare import Comparison, family_of
 from seps.report.power import IMPACT_RANGES, impact_text, scaled_claim, size_check
 from seps.report.scorecard_judge import judge_row, verdict_counts
 from seps.report.scorecard_rows import Row
-from seps.report.verdicts import EQUIVALENT, NO_SIZE, NOT_DETECTED, powered_verdict
+from seps.report.verdicts import (
+    EQUIVALENT,
+    NO_SIZE,
+    NOT_DETECTED,
+    powered_verdict,
+    underpowered_text,
+)
 from seps.stats import minimal_detectable_effect, paired_test, seeds_needed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +74,7 @@ def test_underpowered_names_seed_count():
     judged = _judge(_row(_claim(relative_size=0.005), NOISE))
     sd, alpha = judged.tested.sd, judged.power.alpha
     n = seeds_needed(1.0, sd, alpha)
-    assert judged.verdict == f"underpowered (needs about {n} seeds)"
+    assert judged.verdict == underpowered_text(n)
     assert judged.power.needed == n > 5
     assert (
         minimal_detectable_effect(sd, n, alpha) <= 1.0 < minimal_detectable_effect(sd, n - 1, alpha)
@@ -225,7 +231,7 @@ def test_grid_optimum_not_detected_is_qualified_by_its_quoted_cells_power():
     wide = _judge_grid(optimum(-0.05))  # 10 rSum below the claimed cell's 200: seen
     assert wide.scaled.value == pytest.approx(-10.0) and wide.verdict == NOT_DETECTED
     narrow = _judge_grid(optimum(-0.001))  # 0.2 rSum: the quoted cell's test cannot see it
-    assert narrow.verdict.startswith("underpowered (needs about ")
+    assert narrow.verdict == underpowered_text(narrow.power.needed)
 
 
 def test_grid_optimum_supported_only_when_its_quoted_cells_test_could_see_a_cell_above():
@@ -246,7 +252,7 @@ def test_grid_optimum_supported_only_when_its_quoted_cells_test_could_see_a_cell
     small = _judge_grid(optimum(-0.01))
     assert small.optimum.verdict == "supported" and small.optimum.below
     assert small.power.mde > 2.0
-    assert small.verdict.startswith("underpowered (needs about ")
+    assert small.verdict == underpowered_text(small.power.needed)
     # Against a claimed drop of half the baseline the same test could see a cell above.
     large = _judge_grid(optimum(-0.5))
     assert large.power.mde <= 100.0 and large.verdict == "supported"
@@ -258,3 +264,11 @@ def test_powered_verdict_leaves_an_optimums_supported_without_a_stated_size():
     assert powered_verdict("supported", scaled=1.0, mde=50.0, needed=40, optimum=True) == (
         "underpowered (needs about 40 seeds)"
     )
+
+
+def test_underpowered_says_over_100_seeds_rounded_up_beyond_reach():
+    assert underpowered_text(12) == "underpowered (needs about 12 seeds)"
+    assert underpowered_text(100) == "underpowered (needs about 100 seeds)"
+    assert underpowered_text(101) == "underpowered (needs over 100 seeds: about 110)"
+    assert underpowered_text(8_570) == "underpowered (needs over 100 seeds: about 8,600)"
+    assert underpowered_text(None) == "underpowered (needs more seeds than can be run)"

@@ -116,11 +116,23 @@ def effect_verdict(direction: str, c: Comparison | None, p_holm: float) -> str:
     return "supported" if ("+" if c.mean > 0 else "-") == direction else "contradicted"
 
 
+#: Beyond this many seeds the count is said as "over" it, with the figure to two
+#: significant digits: it extrapolates one SD from a handful of seeds, so "8,570" would
+#: claim a precision it does not have, and no campaign of this benchmark comes near it.
+REACH = 100
+
+
 def underpowered_text(needed: int | None) -> str:
-    """``underpowered (needs about N seeds)``; without N (more than any count searched):
-    ``underpowered (needs more seeds than can be run)``."""
+    """``underpowered (needs about N seeds)``; over :data:`REACH` seeds
+    ``underpowered (needs over 100 seeds: about 8,600)`` (two significant digits, rounded
+    up); without N (more than any count searched): ``underpowered (needs more seeds than
+    can be run)``."""
     if needed is None:
         return f"{UNDERPOWERED} (needs more seeds than can be run)"
+    if needed > REACH:
+        step = 10 ** (len(str(needed)) - 2)  # two significant digits, rounded up
+        rounded = -(-needed // step) * step
+        return f"{UNDERPOWERED} (needs over {REACH} seeds: about {rounded:,})"
     return f"{UNDERPOWERED} (needs about {needed:,} seeds)"
 
 
