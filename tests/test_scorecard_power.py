@@ -20,9 +20,11 @@ from seps.report.power import IMPACT_RANGES, impact_text, scaled_claim, size_che
 from seps.report.scorecard_judge import judge_row, verdict_counts
 from seps.report.scorecard_rows import Row
 from seps.report.verdicts import (
+    AGAINST,
     EQUIVALENT,
     NO_SIZE,
     NOT_DETECTED,
+    against_claim,
     powered_verdict,
     underpowered_text,
 )
@@ -272,3 +274,18 @@ def test_underpowered_says_over_100_seeds_rounded_up_beyond_reach():
     assert underpowered_text(101) == "underpowered (needs over 100 seeds: about 110)"
     assert underpowered_text(8_570) == "underpowered (needs over 100 seeds: about 8,600)"
     assert underpowered_text(None) == "underpowered (needs more seeds than can be run)"
+
+
+def test_underpowered_row_whose_estimate_points_against_the_claim_says_so():
+    under = underpowered_text(13)
+    assert against_claim(under, "-", 24.6) == f"{under}; {AGAINST}"
+    assert against_claim(under, "+", 24.6) == under  # the claimed sign: unchanged
+    assert against_claim(under, "0", 24.6) == under  # a claim of no effect has no sign
+    assert against_claim("not detected", "-", 24.6) == "not detected"  # powered: no note
+    assert against_claim("supported", "-", 24.6) == "supported"
+    # Through the judge: a claimed gain, a noisy estimated loss, too few seeds.
+    against = _judge(_row(_claim(relative_size=0.005), [-x for x in NOISE]))
+    assert against.tested.mean < 0 and against.verdict.startswith("underpowered")
+    assert against.verdict.endswith(f"; {AGAINST}")
+    along = _judge(_row(_claim(relative_size=0.005), NOISE))
+    assert along.tested.mean > 0 and along.verdict == underpowered_text(along.power.needed)

@@ -34,8 +34,8 @@ FLOAT_PATH_HELP = (
     "(PyTorch and oneDNN kernels at AVX2, MKL on its vendor-neutral COMPATIBLE branch, numpy "
     "without AVX-512): the same kernels on any x86-64 CPU with AVX2, but the same bits only "
     "on the same CPU model (pinned Intel and AMD runs differ); measured on AMD EPYC it "
-    "costs about 1.2x the time of a standard code run and about 1.5-1.9x that of the "
-    "synth-48 pretraining; 'native' lets each "
+    "makes a run of the code preset at the standard profile about 1.2x slower and the "
+    "synth-48 pretraining about 1.5-1.9x; 'native' lets each "
     "library pick its kernels for this CPU. The path in force is stamped on every record "
     "(environment.cpu). See docs/across-machines.md."
 )

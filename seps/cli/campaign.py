@@ -28,7 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "path to a campaign YAML file",
     )
     add_results_option(p)
-    add_reports_option(p, "report folder, for campaigns that write reports")
+    add_reports_option(
+        p,
+        "report folder, for campaigns that write reports (a campaign with 'report: false', "
+        "as standard, writes none: run 'seps-bench report' afterwards, with "
+        "--allow-mixed-versions while the store mixes code versions)",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",

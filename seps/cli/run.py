@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the profile, so before each run's own fields: a run (or the matrix) that sets the "
         "field keeps its value and the matrix's comparison stands (--dataset, --data-path, "
         "--image-dir and --skip-bad-images win over it). The records carry the profile name "
-        "with the changes, e.g. quick+train.epochs=3",
+        "with the changes, e.g. standard+train.epochs=3",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
@@ -80,7 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run again the runs whose record is stale: made by another version of the code "
         "that produces the numbers (or before records carried one); the old record is kept "
-        "beside as <name>.stale.json. Without it they are kept and counted",
+        "beside as <name>.stale.json. Without it they are kept, not rerun, and their number "
+        "is printed in one line (a report refuses them unless --allow-mixed-versions)",
     )
     p.add_argument(
         "--no-reuse",

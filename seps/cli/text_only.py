@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="dataset folder in the official layout ({split}_caps.txt, {split}_ids.txt, "
         "<name>_{split}.jsonl, id_mapping.json); images are not read, so a folder without "
-        "them (e.g. ../shared/data/f30k) is fine",
+        "them (e.g. ../shared/data/f30k) is fine; for the built-in synthetic data, render a "
+        "folder first with 'seps-bench data synth'",
     )
     p.add_argument("--split", default="test", help="split to score, whole (default: test)")
     p.add_argument(

@@ -35,6 +35,7 @@ from .verdicts import (
     UNTESTABLE,
     VERDICTS,
     Optimum,
+    against_claim,
     bimodal_verdict,
     effect_verdict,
     holm_interval,
@@ -133,6 +134,8 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
     if verdict == "supported" and optimum is None and c is not None:
         size = size_check(scaled, *holm_interval(c, family.p(c)))
         verdict += f"; {size}" if size else ""
+    if optimum is None and c is not None:
+        verdict = against_claim(verdict, str(row.claim.direction), c.mean)
     return Judged(bimodal_verdict(verdict, row.bimodal), optimum, c, scaled, power)
 
 

@@ -60,7 +60,8 @@ def scale_lines(
             f"{values(sub, 'synth_images')} images per synthetic draw, evaluated on "
             f"{values(sub, 'eval_images')} test images; seeds {values(sub, 'seed')}; "
             f"{fmt_n(len(sub), 'record')} of {fmt_n(runs, 'run')} in "
-            f"{fmt_n(sub['matrix'].nunique(), 'matrix', 'matrices')}."
+            f"{fmt_n(sub['matrix'].nunique(), 'matrix', 'matrices')} (the records the "
+            "claims read; the store may hold more)."
         )
     return [
         *lines,

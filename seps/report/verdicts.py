@@ -136,6 +136,23 @@ def underpowered_text(needed: int | None) -> str:
     return f"{UNDERPOWERED} (needs about {needed:,} seeds)"
 
 
+#: Appended to an ``underpowered`` row whose estimate has the sign opposite to the claim:
+#: the seed count is what the test needs to see the claimed effect, not a promise that
+#: more seeds would confirm it.
+AGAINST = "estimate opposite to the claim"
+
+
+def against_claim(verdict: str, direction: str, mean: float) -> str:
+    """``verdict`` + ``; estimate opposite to the claim`` when it is ``underpowered``, the
+    claim has a sign (``direction`` ``+`` or ``-``) and ``mean`` (the paired Δ) has the
+    other one; else ``verdict`` unchanged."""
+    if not verdict.startswith(UNDERPOWERED) or direction not in ("+", "-") or is_missing(mean):
+        return verdict
+    if mean == 0.0 or ("+" if mean > 0 else "-") == direction:
+        return verdict
+    return f"{verdict}; {AGAINST}"
+
+
 def powered_verdict(
     verdict: str,
     *,
@@ -236,6 +253,7 @@ def optimum_verdict(claimed: str, cells: Sequence[Cell], family: Family) -> Opti
 
 
 __all__ = [
+    "AGAINST",
     "EQUIVALENT",
     "IDENTICAL",
     "IDENTICAL_HOLDS",
@@ -248,6 +266,7 @@ __all__ = [
     "VERDICTS",
     "Cell",
     "Optimum",
+    "against_claim",
     "bimodal_verdict",
     "effect_verdict",
     "holm_interval",
