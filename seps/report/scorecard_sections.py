@@ -18,7 +18,7 @@ from .compare import Family
 from .records import machines_line
 from .scorecard_cells import ci_text
 from .scorecard_rows import Row
-from .verdicts import NO_RECORDS, holm_interval
+from .verdicts import AGAINST, NO_RECORDS, REACH, holm_interval
 from .versions import version_banner, version_counts, version_line
 
 #: First line of every generated scorecard: a file that starts with neither it nor one of
@@ -182,8 +182,11 @@ def preamble(
         "`equivalence_margin`; else `not detected` only when the MDE is at most the "
         "scaled claim (the test would have seen the claimed effect); `underpowered (needs "
         "about N seeds)` when it is larger, N the fewest paired seeds at which the MDE "
-        "would reach the scaled claim, with the observed SD and the same level (more than "
-        f"{MAX_SEEDS:,}: `needs more seeds than can be run`); `not detected (no stated "
+        "would reach the scaled claim, with the observed SD and the same level (over "
+        f"{REACH}: `needs over {REACH} seeds: about N`, two significant digits, since it "
+        f"extrapolates a few seeds' SD; more than {MAX_SEEDS:,}: `needs more seeds than "
+        f"can be run`; `; {AGAINST}` where the estimate has the other sign, so more seeds "
+        "would have to reverse it, not sharpen it); `not detected (no stated "
         "size)` when the claim gives no size to judge the power against. "
         "`identical (no effect possible)`: every "
         "seed's metrics are bit-identical to the baseline's, with the reason the configs "

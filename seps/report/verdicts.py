@@ -260,6 +260,7 @@ __all__ = [
     "NOT_DETECTED",
     "NO_RECORDS",
     "NO_SIZE",
+    "REACH",
     "TESTED",
     "UNDERPOWERED",
     "UNTESTABLE",
