@@ -7,6 +7,7 @@ Hand-made records of test_scorecard's mini matrix, with a ``movement`` field add
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,34 @@ def test_a_difference_outside_the_switch_table_gives_no_automatic_verdict():
     mixed = [{0: rec(scoring="code")}, {0: rec(scoring="paper", dense_fusion="fused")}]
     assert frozen_reason(mixed) is None
     assert frozen_reason([{0: rec(scoring="code")}, {0: rec(scoring="code")}]) is None
+
+
+def _report(tmp_path: Path, relevance: list[float]) -> str:
+    """The `mini` matrix report of the scorecard's records (with ``relevance`` as the
+    relevance MLP's movement per seed)."""
+    from seps.report import write_report
+
+    _scorecard(tmp_path, relevance)
+    path = write_report(
+        "mini", tmp_path / "results", tmp_path / "reports", root=tmp_path / "ablations"
+    )
+    return path.read_text()
+
+
+def _family_size(report: str) -> int:
+    found = re.search(r"corrected across the (\d+) paired tests? of this report", report)
+    assert found, "the report states its correction family"
+    return int(found.group(1))
+
+
+def test_matrix_report_shows_an_untrained_comparison_as_no_test(tmp_path):
+    # `up` differs from `base` only in hrpa, whose relevance MLP moved under 1%: the
+    # matrix report says so, as the scorecard does, and corrects without that test.
+    frozen = _report(tmp_path / "frozen", [0.004, 0.002, 0.009, 0.001, 0.003])
+    up = next(line for line in frozen.splitlines() if line.startswith("| up "))
+    assert "not testable here: the module did not train" in up and "not a test" in up
+    assert "Not testable here: the learned part the switch acts through did not train" in frozen
+    trained = _report(tmp_path / "trained", [0.05] * 5)
+    up = next(line for line in trained.splitlines() if line.startswith("| up "))
+    assert "not testable here" not in up and "higher *" in up
+    assert _family_size(frozen) == _family_size(trained) - 1

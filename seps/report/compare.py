@@ -229,7 +229,10 @@ class Comparison:
     reference on that seed, and why (:func:`identical_reason`, ``None`` when unknown);
     ``blind``: why one side's scores cannot depend on the text
     (:func:`~seps.report.blind.text_blind_reason`), ``None`` when both can;
-    ``blind_side``: ``"variant"`` or ``"reference"``, the side it was found on.
+    ``blind_side``: ``"variant"`` or ``"reference"``, the side it was found on;
+    ``frozen``: why the comparison tests a learned part that did not train
+    (:func:`seps.report.frozen.with_frozen` sets it; ``None`` when it trained or the rule
+    does not apply).
     """
 
     mean: float
@@ -241,6 +244,7 @@ class Comparison:
     reason: str | None = None
     blind: str | None = None
     blind_side: str | None = None
+    frozen: str | None = None
 
     @property
     def sd(self) -> float:
@@ -250,8 +254,10 @@ class Comparison:
     @property
     def testable(self) -> bool:
         """A test of the family: at least 2 paired seeds, a p-value, not identical, both
-        sides able to read the text."""
-        return self.n >= 2 and not self.identical and self.blind is None and not math.isnan(self.p)
+        sides able to read the text, the part the switch acts through trained."""
+        if self.n < 2 or self.identical or math.isnan(self.p):
+            return False
+        return self.blind is None and self.frozen is None
 
 
 def compare(
@@ -314,10 +320,14 @@ class Family:
 
 
 def family_of(comparisons: Iterable[Comparison], method: str = "holm") -> Family:
-    """One correction family of every testable comparison (each key once)."""
+    """One correction family of every testable comparison (each key once). A key that
+    any of ``comparisons`` marks ``frozen`` is left out, even where another place
+    computed the same pair without the mark."""
+    comparisons = list(comparisons)
+    frozen = {c.key for c in comparisons if c.frozen}
     raw: dict[Hashable, float] = {}
     for c in comparisons:
-        if c.testable:
+        if c.testable and c.key not in frozen:
             raw.setdefault(c.key, c.p)
     return Family(method, dict(zip(raw, correct(list(raw.values()), method), strict=True)))
 

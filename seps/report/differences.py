@@ -41,10 +41,10 @@ from ..ablations import load_differences
 from ..formatting import DASH, code, markdown_table, pyplot, save_png
 from ..stats import paired_mark
 from .compare import Comparison, Family, compare
-from .frozen import frozen_reason
+from .frozen import frozen_reason, with_frozen
 from .paper import load_claims, load_paper_figures
 from .records import profiles
-from .summary import delta_text, p_adj_text, verdict_text
+from .summary import DID_NOT_TRAIN, delta_text, p_adj_text, verdict_text
 from .verdicts import UNTESTABLE
 
 #: The two contexts in column order: (preset of the variant run, label).
@@ -99,7 +99,8 @@ def difference_cells(current: pd.DataFrame) -> Cells:
             for preset, (base, variant) in by_dir.items():
                 paper_side, code_side = (variant, base) if preset == "code" else (base, variant)
                 ok = any(s in code_side for s in paper_side)
-                out[profile][diff][preset] = compare(paper_side, code_side) if ok else None
+                c = with_frozen(compare(paper_side, code_side), base, variant) if ok else None
+                out[profile][diff][preset] = c
     return out
 
 
@@ -140,12 +141,15 @@ def _row(c: Comparison | None, family: Family | None) -> dict[str, Any] | None:
         "identical": c.identical,
         "identical_reason": c.reason,
         "blind": c.blind,
+        "frozen": c.frozen,
         "delta_n": c.n,
         "delta_rsum_mean": c.mean,
         "delta_rsum_ci": c.half,
         "delta_p": c.p,
         "delta_p_adj": p_adj,
-        "delta_mark": "identical" if c.identical else paired_mark(p_adj, c.n),
+        "delta_mark": "identical"
+        if c.identical
+        else (DID_NOT_TRAIN if c.frozen else paired_mark(p_adj, c.n)),
     }
 
 
@@ -156,6 +160,8 @@ def _status(c: Comparison | None, family: Family | None) -> str:
         return "missing"
     if c.identical:
         return "identical"
+    if c.frozen:
+        return "ns"  # not a test: nothing detected
     p = family.p(c) if family is not None else math.nan
     if paired_mark(p, c.n) == "*":
         return "higher" if c.mean > 0 else "lower"

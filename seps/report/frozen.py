@@ -25,12 +25,13 @@ where it exists.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..formatting import is_missing
-from .compare import RATIO_LOSS_FIELDS, config_difference
+from .compare import RATIO_LOSS_FIELDS, Comparison, config_difference
 
-__all__ = ["MOVED", "SWITCH_MODULES", "frozen_reason"]
+__all__ = ["MOVED", "SWITCH_MODULES", "frozen_reason", "with_frozen"]
 
 #: Below this ``relative_change`` a part did not train (``seps.train.movement.MOVED``).
 MOVED = 0.01
@@ -100,3 +101,18 @@ def frozen_reason(sides: Sequence[Mapping[Any, Mapping[str, Any]]]) -> str | Non
         return None
     parts = ", ".join(f"{m} at most {100.0 * v:.2g}%" for m, v in sorted(top.items()))
     return f"the module did not train (relative parameter change: {parts})"
+
+
+def with_frozen(
+    c: Comparison,
+    reference: Mapping[Any, Mapping[str, Any]],
+    variant: Mapping[Any, Mapping[str, Any]],
+) -> Comparison:
+    """``c`` (the comparison of ``variant`` with ``reference``, each ``{seed: record}``)
+    with ``frozen`` set to :func:`frozen_reason` when the rule applies: the reports then
+    show it as no test and leave it out of their correction family, as the scorecard
+    does. Bit-identical and text-blind comparisons keep their own labels."""
+    if c.identical or c.blind:
+        return c
+    reason = frozen_reason([reference, variant])
+    return replace(c, frozen=reason) if reason else c

@@ -162,9 +162,8 @@ def render_headline(h: Headline) -> str:
         "adopting the paper's choice, paired by seed, ± 95% CI, with the verdict on the "
         "report's Holm-corrected p (one family of all the report's tests; the scorecard "
         "corrects within each claim's rows instead, so its p can differ). A cell whose "
-        "learned part did not train is not testable here, as in the scorecard; its p is "
-        "still shown, and its test still counts in the report's family, which can only "
-        "make the other cells' correction stricter.",
+        "learned part did not train is not testable here and not a test (left out of the "
+        "report's family), as in the scorecard.",
         "",
     ]
     if h.differences:

@@ -38,7 +38,8 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     to bottom), ``delta`` (bar lengths) and ``ci`` (error-bar half-widths, NaN where no
     bar was drawn because fewer than 2 seeds are paired). Variants identical to the
     baseline on every seed are labelled so (their 0 bar is not a measured null effect), and
-    so are text-blind ones (:mod:`seps.report.blind`: no bar, nothing was measured).
+    so are text-blind ones (:mod:`seps.report.blind`: no bar, nothing was measured) and
+    those whose learned part did not train (:mod:`seps.report.frozen`: a bar, no test).
     An empty dict means nothing to plot, and no file is written.
     """
     blind = summary["blind"].notna() if "blind" in summary else False
@@ -79,17 +80,25 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                 delta[has_ci], y[has_ci], xerr=ci[has_ci], fmt="none", ecolor="black", capsize=3
             )
         same = sub["identical"].tolist()
+        # A comparison whose learned part did not train (seps.report.frozen) keeps its bar,
+        # labelled as no test.
+        untrained = sub["frozen"].notna().tolist() if "frozen" in sub else [False] * len(sub)
         # The note goes on the wider side of its bar's end: at the axes' edge (an identical
         # run's 0 when every other bar is negative) it used to run off the figure.
         lo, hi = ax.get_xlim()
-        for yi, di, ci_i, ident, nt in zip(y, delta, ci, same, no_text, strict=True):
+        for yi, di, ci_i, ident, nt, frozen in zip(
+            y, delta, ci, same, no_text, untrained, strict=True
+        ):
             right = hi - di >= di - lo
-            if ident or nt or np.isnan(ci_i):  # say why the bar has no (visible) error bar
+            # Say why the bar has no (visible) error bar, or why it is no test.
+            if ident or nt or frozen or np.isnan(ci_i):
                 ax.annotate(
                     " identical to its reference"
                     if ident
                     else " text-blind: not measured"
                     if nt
+                    else " did not train: not a test"
+                    if frozen
                     else " 1 seed, no CI",
                     (float(di), float(yi)),
                     xytext=(4 if right else -4, 0),

@@ -236,6 +236,12 @@ def _one_seed(r: Mapping[str, Any]) -> str:
     return f"Δ {fmt(r['delta_rsum_mean'], sign=True)} from one seed"
 
 
+def _untested_delta(r: Mapping[str, Any]) -> str:
+    """Δ ± CI, n and the raw p of a comparison that is not a test (no corrected p)."""
+    delta = fmt_ci(r["delta_rsum_mean"], r["delta_rsum_ci"], r["delta_n"], sign=True)
+    return f"Δ {delta}, n={r['delta_n']}, raw p {_p(r['delta_p'])}"
+
+
 def _paired_delta(r: Mapping[str, Any]) -> str:
     versus = "" if is_missing(r.get("reference")) else f" vs `{r['reference']}`"
     return (
@@ -277,7 +283,9 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
         )
     identical = [r for r in others if r["identical"]]
     blind = [r for r in others if r["blind"] and not r["identical"]]
-    rest = [r for r in others if not r["identical"] and not r["blind"]]
+    # A comparison whose learned part did not train is not a test (seps.report.frozen).
+    untrained = [r for r in others if r.get("frozen") and not r["identical"] and not r["blind"]]
+    rest = [r for r in others if not r["identical"] and not r["blind"] and not r.get("frozen")]
     testable = [r for r in rest if r["delta_n"] >= 2]
     outside = [r for r in testable if r["delta_mark"] == "*"]
     within = [r for r in testable if r["delta_mark"] != "*"]
@@ -329,6 +337,13 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             "with) cannot depend on the query text, so their recalls come from how ties "
             "are counted, not from retrieval; they are not tests: "
             f"{_names(blind, lambda r: r['blind'])}."
+        )
+    if untrained:
+        lines.append(
+            "- Not testable here: the learned part the switch acts through did not train "
+            "(under 1% relative parameter change in every record), so the runs compare an "
+            "untrained network with its absence; not tests (left out of the correction), "
+            f"Δ shown for the record: {_names(untrained, _untested_delta)}."
         )
     if single:
         lines.append(

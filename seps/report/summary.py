@@ -24,8 +24,12 @@ from ..formatting import DASH, NA, fmt, fmt_ci, is_missing
 from ..stats import ALPHA, mean_ci, paired_mark
 from .blind import BLIND, text_blind_reason
 from .compare import Comparison, Family, compare, family_of
+from .frozen import with_frozen
 from .records import METRICS, current_records, dense_pair, profiles, runs_of
 
+#: The mark of a variant whose comparison tests a learned part that did not train
+#: (:func:`seps.report.frozen.with_frozen`): no test, left out of the family.
+DID_NOT_TRAIN = "did not train"
 #: Columns of :func:`summarise`, in order.
 SUMMARY_COLUMNS = (
     "profile",
@@ -49,6 +53,7 @@ SUMMARY_COLUMNS = (
     "identical",
     "identical_reason",
     "blind",
+    "frozen",
     "comparison",
     "dense_protocol",
     "baseline_rsum_mean",
@@ -94,7 +99,9 @@ def summarise_current(
     ``identical``, ``text-blind``, ``n/a``, ``*`` or ``ns`` on the corrected p),
     ``identical, identical_reason``, ``blind`` (why the run's scores, or for a variant
     its reference's, cannot depend on the text: :mod:`seps.report.blind`; None when they
-    can), ``comparison`` (the :class:`~seps.report.compare.Comparison`),
+    can), ``frozen`` (why a variant's comparison tests a learned part that did not
+    train: :func:`~seps.report.frozen.with_frozen`; None otherwise: not a test, its mark
+    ``did not train``), ``comparison`` (the :class:`~seps.report.compare.Comparison`),
     ``dense_protocol`` (``<train> / <eval>`` dense-caption protocol of the completed
     records, ``varies`` when they differ), ``baseline_rsum_mean`` (the reference's mean over
     the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
@@ -134,7 +141,7 @@ def summarise_current(
                 mean, half, _ = mean_ci(done[m].tolist())
                 row[f"{m}_mean"], row[f"{m}_ci"] = mean, half
             by_seed = {int(r["seed"]): r for r in done.to_dict("records")}
-            c = compare(by_seed, base_by_seed)
+            c = with_frozen(compare(by_seed, base_by_seed), base_by_seed, by_seed)
             paired = [float(base_by_seed[s]["rsum"]) for s in by_seed if s in base_by_seed]
             protocols = sorted({dense_pair(r) for r in by_seed.values()})
             row.update(
@@ -147,6 +154,7 @@ def summarise_current(
                 identical=c.identical and not row["is_baseline"],
                 identical_reason=None if row["is_baseline"] else c.reason,
                 blind=_blind(by_seed) if row["is_baseline"] else c.blind,
+                frozen=None if row["is_baseline"] else c.frozen,
                 comparison=None if row["is_baseline"] else c,
                 dense_protocol=_one_or_varies(protocols),
                 baseline_rsum_mean=float(np.mean(paired)) if paired else math.nan,
@@ -202,6 +210,9 @@ def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
         elif r["blind"]:
             adj.append(math.nan)
             marks.append(BLIND)
+        elif r.get("frozen"):
+            adj.append(math.nan)
+            marks.append(DID_NOT_TRAIN)
         else:
             p = family.p(c) if c is not None else math.nan
             adj.append(p)
@@ -209,7 +220,7 @@ def with_family(summary: pd.DataFrame, family: Family) -> pd.DataFrame:
     out["delta_p_adj"] = pd.Series(adj, index=out.index, dtype=float)
     out["delta_mark"] = pd.Series(marks, index=out.index, dtype=object)
     # A reason is text or None (pandas would turn a None beside strings into NaN).
-    for col in ("identical_reason", "blind", "reference"):
+    for col in ("identical_reason", "blind", "frozen", "reference"):
         texts = [None if is_missing(v) else str(v) for v in out[col]]
         out[col] = pd.Series(texts, index=out.index, dtype=object)
     return out
@@ -279,16 +290,19 @@ def p_text(row: Mapping[str, Any]) -> str:
         return "identical (no effect possible)"
     if row.get("blind"):
         return f"not a test ({BLIND})"
+    if row.get("frozen"):
+        return f"not a test ({DID_NOT_TRAIN}; raw p {p_value_text(row['delta_p'])})"
     if row["delta_n"] < 2:
         return f"{NA} (n={row['delta_n']})"
     return f"{p_value_text(row['delta_p'])} (n={row['delta_n']})"
 
 
 def p_adj_text(row: Mapping[str, Any]) -> str:
-    """The corrected p-value; ``not a test`` for identical and text-blind variants."""
+    """The corrected p-value; ``not a test`` for identical and text-blind variants and
+    for one whose learned part did not train."""
     if row["is_baseline"]:
         return DASH
-    if row["identical"] or row.get("blind"):
+    if row["identical"] or row.get("blind") or row.get("frozen"):
         return "not a test"
     return NA if row["delta_n"] < 2 else p_value_text(row["delta_p_adj"])
 
@@ -304,6 +318,8 @@ def verdict_text(row: Mapping[str, Any]) -> str:
         return f"identical: {reason}" if reason else "identical"
     if row.get("blind"):
         return f"{BLIND}: {row['blind']}"
+    if row.get("frozen"):
+        return f"not testable here: {row['frozen']}"
     if row["delta_n"] < 2:
         return f"{NA} ({row['delta_n']} paired seed{'s' if row['delta_n'] != 1 else ''})"
     if row["delta_mark"] == "*":
@@ -312,6 +328,7 @@ def verdict_text(row: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "DID_NOT_TRAIN",
     "SUMMARY_COLUMNS",
     "delta_text",
     "p_adj_text",
