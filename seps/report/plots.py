@@ -100,7 +100,8 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
                     else " did not train: not a test"
                     if frozen
                     else " 1 seed, no CI",
-                    (float(di), float(yi)),
+                    # Beyond the error bar's cap where there is one (an untrained run's).
+                    (float(di) + (0.0 if np.isnan(ci_i) else ci_i if right else -ci_i), float(yi)),
                     xytext=(4 if right else -4, 0),
                     textcoords="offset points",
                     ha="left" if right else "right",
