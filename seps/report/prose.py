@@ -283,8 +283,9 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
         )
     identical = [r for r in others if r["identical"]]
     blind = [r for r in others if r["blind"] and not r["identical"]]
-    # A comparison whose learned part did not train is not a test (seps.report.frozen).
-    untrained = [r for r in others if r.get("frozen") and not r["identical"] and not r["blind"]]
+    # A comparison whose learned part did not train is not a test (seps.report.frozen;
+    # with_frozen never marks an identical or text-blind one).
+    untrained = [r for r in others if r.get("frozen")]
     rest = [r for r in others if not r["identical"] and not r["blind"] and not r.get("frozen")]
     testable = [r for r in rest if r["delta_n"] >= 2]
     outside = [r for r in testable if r["delta_mark"] == "*"]
