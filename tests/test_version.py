@@ -309,6 +309,7 @@ def test_every_hashed_data_file_ships_in_the_wheel():
 #: What the runner runs that the version leaves out, and why that cannot change a number.
 RUNNER_ONLY = {
     "seps.runner": "plans, orders and stores runs",
+    "seps.ray_backend": "hands the runner's own group function to Ray workers; computes nothing",
     "seps.ablations": "resolves matrices into configs; their content is in each run key",
     "seps.ablation_index": "where ablations/ is, matrix names and profile summaries for --help",
     "seps.data_fingerprint": "run keys of official-layout data",
