@@ -154,6 +154,42 @@ def test_ratio_curve_points_and_alignment_bars_come_from_the_records(study):
         assert bars[kind] == pytest.approx(np.mean(list(per_seed.values())))
 
 
+def test_alignment_curves_are_the_unscaled_batch_triplets_not_the_warmed_up_term(study):
+    """The alignment plot draws ``align_sum`` and ``align_hardest`` (no warm-up factor),
+    never ``align``, whose epoch-0 warm-up ramp would read as a rising loss."""
+    results, reports = study
+    records = _records(results)
+    curves = _series(results, reports)["align"]
+    by_kind: dict[str, list[dict]] = {}
+    for r in records:
+        h = r["head_config"]
+        if (h["decision"], h["ratio_loss"], h["ratio_criterion"]) == (
+            "gumbel_topk",
+            "separate",
+            "mse",
+        ):
+            by_kind.setdefault(h["align_loss"], []).append(r)
+    hardest_only = by_kind["triplet_hardest"]
+    for field in ("align_sum", "align_hardest"):
+        want = [
+            np.mean([s[field] for s in steps])
+            for steps in zip(
+                *[[s for h in r["history"] for s in h["steps_log"]] for r in hardest_only],
+                strict=True,
+            )
+        ]
+        np.testing.assert_allclose(curves[field]["triplet_hardest"][1], want)
+    scaled = [s["align"] for r in hardest_only for s in r["history"][0]["steps_log"]]
+    assert scaled[0] == 0.0  # the warm-up factor is 0 at the first step: not what is drawn
+    assert curves["align_sum"]["triplet_hardest"][1][0] > 0.0
+    b = records[0]["train_config"]["batch_size"]
+    m = records[0]["head_config"]["margin"]
+    assert curves["collapsed"] == {
+        "align_sum": pytest.approx(2 * b * (b - 1) * m),
+        "align_hardest": pytest.approx(2 * b * m),
+    }
+
+
 def test_normalised_cells_are_listed_with_their_weight_and_compared_with_mse(study):
     _, reports = study
     text = (reports / "loss-study.md").read_text()

@@ -227,26 +227,81 @@ def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     return out
 
 
+#: Line styles of the alignment cells, in the order of their rows (:func:`align_rows`).
+LINESTYLES = ("-", "--", ":", "-.")
+#: The batch-level yardsticks of the alignment plot: the triplet summed over every
+#: negative and over the hardest one, logged at every step of every run on the batch's
+#: similarities with no warm-up factor (``seps.train.loop.FIXED_LOSSES``), so that runs
+#: of different losses and epochs share one unit. The loss a run trains with (the
+#: records' ``align``) is not plotted: it carries the epoch-0 warm-up factor
+#: (``step / steps per epoch``), whose ramp would dominate its curve.
+ALIGN_YARDSTICKS = (
+    ("align_sum", "triplet summed over negatives"),
+    ("align_hardest", "triplet, hardest negative"),
+)
+
+
+def collapse_levels(sel: pd.DataFrame) -> dict[str, float] | None:
+    """The yardsticks' values when every similarity of a batch is equal (a collapsed
+    embedding): each non-matching pair violates by the margin, ``2 B (B - 1) m`` summed
+    (with ``B`` distinct images; captions of one image in a batch lower it slightly)
+    and ``2 B m`` for the hardest negative. ``None`` unless the runs share ``B`` and
+    ``m``."""
+    pairs = {
+        (int(t.get("batch_size", 0)), float(h.get("margin", math.nan)))
+        for t, h in zip(sel["train_config"], sel["head_config"], strict=True)
+        if isinstance(t, Mapping)
+    }
+    if len(pairs) != 1:
+        return None
+    ((b, m),) = pairs
+    if b < 2 or not math.isfinite(m):
+        return None
+    return {"align_sum": 2 * b * (b - 1) * m, "align_hardest": 2 * b * m}
+
+
 def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
-    """Left: the alignment loss per step (mean over seeds, each loss divided by its
-    first logged value so that different scales share an axis). Right: test rSum per
-    alignment loss, mean with 95% CI over seeds."""
+    """Left and middle: the two batch yardsticks (:data:`ALIGN_YARDSTICKS`) per training
+    step, mean over seeds, one line per alignment loss, with the level of a collapsed
+    batch (:func:`collapse_levels`) dashed. Right: test rSum per alignment loss, mean
+    with 95% CI over seeds."""
     rows = align_rows(done)
     if not rows:
         path.unlink(missing_ok=True)
         return {}
     part = done[[is_align_variant(h) for h in done["head_config"]]]
+    levels = collapse_levels(part)
     plt = pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
-    for row in rows:
-        sel = part[part["align_cell"] == row["align_loss"]]
-        x, y = _step_means(sel, lambda r: r.get("align"))
-        first = next((v for v in y if v), 1.0)
-        ax1.plot(x, [v / first for v in y], linewidth=1.1, label=row["align_loss"])
-    ax1.set_title("alignment loss / its first nonzero value", fontsize=9)
-    ax1.set_xlabel("training step")
-    ax1.grid(alpha=0.3)
-    ax1.legend(fontsize=7, frameon=False)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
+    out: dict[str, Any] = {}
+    for ax, (field, title) in zip(axes[:2], ALIGN_YARDSTICKS, strict=True):
+        for row in rows:
+            sel = part[part["align_cell"] == row["align_loss"]]
+            x, y = _step_means(sel, lambda r, f=field: r.get(f))
+            # Cells can train the same run (``triplet`` summed every epoch is
+            # ``triplet_sum``): the line styles keep a covered line visible.
+            style = LINESTYLES[rows.index(row) % len(LINESTYLES)]
+            ax.plot(x, y, linewidth=1.0, linestyle=style, label=row["align_loss"])
+        if levels is not None:
+            ax.axhline(
+                levels[field], color="black", linestyle="--", linewidth=0.8, label="_collapsed"
+            )
+            ax.annotate(
+                "all similarities equal",
+                (0.01, levels[field]),
+                xycoords=("axes fraction", "data"),
+                fontsize=7,
+                va="bottom",
+            )
+        ax.set_title(f"{title} on each training batch (no warm-up factor)", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.06)
+        ax.grid(alpha=0.3)
+        out[field] = _read_lines(ax)
+    # One legend for both panels (the same cells, colours and styles), where the middle
+    # panel has room: below the collapsed level.
+    axes[1].legend(fontsize=7, frameon=False, loc="lower right")
+    ax2 = axes[2]
     names = [r["align_loss"] for r in rows]
     means = [r["rsum"][0] for r in rows]
     halves = [r["rsum"][1] if r["rsum"][2] > 1 else 0.0 for r in rows]
@@ -254,17 +309,21 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     ax2.set_xticks(range(len(rows)), names, rotation=20, fontsize=8)
     ax2.set_title("test rSum per alignment loss (95% CI over seeds)", fontsize=9)
     ax2.grid(alpha=0.3, axis="y")
-    out = {
-        "loss": _read_lines(ax1),
-        "rsum": {n: float(b.get_height()) for n, b in zip(names, bars.patches, strict=True)},
-        "seeds": {r["align_loss"]: r["seeds"] for r in rows},
-    }
+    out.update(
+        {
+            "collapsed": levels,
+            "rsum": {n: float(b.get_height()) for n, b in zip(names, bars.patches, strict=True)},
+            "seeds": {r["align_loss"]: r["seeds"] for r in rows},
+        }
+    )
     save_png(fig, path)
     return out
 
 
 __all__ = [
+    "ALIGN_YARDSTICKS",
     "COLORS",
+    "collapse_levels",
     "plot_alignment",
     "plot_grad_norm",
     "plot_keep_ratio",
