@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -15,6 +16,7 @@ from seps.ablations import load_matrix
 from seps.cli import main
 from seps.config import get_config
 from seps.report import current_records, load_results, write_report
+from seps.report.loss_plots import warmup_end
 from seps.report.loss_study import CRITERIA, loss_study_section, plot_files
 from seps.runner import SCHEMA
 
@@ -311,3 +313,17 @@ def test_a_criterion_ends_closer_to_the_target_only_when_the_paired_interval_exc
     # Only seed 1 is shared: no interval, no claim.
     short, _ = _closer(cell({0: 0.01, 1: 0.02}), cell({1: 0.03, 2: 0.04}))
     assert short == "one paired seed: no CI"
+
+
+def test_warmup_end_is_the_first_step_of_epoch_one_when_every_run_warms_up():
+    def run(epoch_steps: list[int], warmup: bool = True) -> dict:
+        history = [{"steps_log": [{"step": i} for i in range(n)]} for n in epoch_steps]
+        return {"train_config": {"warmup": warmup}, "history": history}
+
+    def end(*runs: dict) -> int | None:
+        return warmup_end(pd.DataFrame(list(runs)))
+
+    assert end(run([6, 6]), run([6, 6])) == 6
+    assert end(run([6, 6]), run([6, 6], warmup=False)) is None  # the factor is not shared
+    assert end(run([6])) is None  # one epoch: the warm-up never ends inside the plot
+    assert end(run([6, 6]), run([5, 6])) is None  # a skipped step: no single boundary

@@ -20,6 +20,7 @@ import torch
 
 from ..formatting import pyplot, save_png
 from ..losses import ratio_penalty, ratio_target_bin
+from ..train_config import TrainConfig
 from .loss_records import (
     CRITERIA,
     DECISIONS,
@@ -91,7 +92,8 @@ def plot_keep_ratio(done: pd.DataFrame, path: Path) -> dict[str, dict[str, Any]]
 
 def plot_grad_norm(done: pd.DataFrame, path: Path) -> dict[str, dict[str, Any]]:
     """Score-predictor gradient norm per step: the whole loss (solid) and the ratio loss
-    alone (dashed, ``ratio_grad_norm``), per criterion, one panel per decision."""
+    alone (dashed, ``ratio_grad_norm``), per criterion, one panel per decision, the end
+    of the warm-up dotted (:func:`warmup_end`)."""
     return _per_decision_plot(
         done,
         path,
@@ -99,7 +101,24 @@ def plot_grad_norm(done: pd.DataFrame, path: Path) -> dict[str, dict[str, Any]]:
         "gradient norm at the score predictor",
         second=lambda r: r.get("ratio_grad_norm"),
         title="score-predictor gradient",
+        warmup_end=warmup_end(done),
     )
+
+
+def warmup_end(done: pd.DataFrame) -> int | None:
+    """The global step index at which the runs' warm-up ends (the first step of epoch
+    1), or ``None`` when a run does not warm up, trains one epoch, or the runs' epoch
+    0 differ in length. During the warm-up the training scales the alignment term by
+    ``step / steps per epoch`` (the official recipe, ``TrainConfig.warmup``), so the
+    whole loss's gradient rises with the factor from 0, whatever the predictor learns;
+    the ratio loss is not scaled."""
+    ends = set()
+    for train, hist in zip(done["train_config"], done["history"], strict=True):
+        t = train if isinstance(train, Mapping) else {}
+        if not t.get("warmup", TrainConfig.warmup) or len(hist or []) < 2:
+            return None
+        ends.add(len(hist[0].get("steps_log") or []))
+    return ends.pop() if len(ends) == 1 else None
 
 
 def _per_decision_plot(
@@ -111,6 +130,7 @@ def _per_decision_plot(
     target: bool = False,
     second: Callable[[Mapping[str, Any]], Any] | None = None,
     title: str,
+    warmup_end: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     panels: dict[str, Lines] = {}
     for decision in DECISIONS:
@@ -147,12 +167,25 @@ def _per_decision_plot(
             ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target")
         if second is not None:
             ax.set_yscale("symlog", linthresh=1e-6)
+        if warmup_end:
+            # Shaded, with its meaning in the legend: the rise of the whole loss's
+            # gradient over epoch 0 is partly the warm-up factor.
+            ax.axvspan(
+                0,
+                warmup_end,
+                color="gray",
+                alpha=0.12,
+                linewidth=0,
+                label="warm-up: alignment term x step / steps per epoch",
+            )
         ax.set_title(f"{title}: decision={decision}", fontsize=9)
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, frameon=False)
         out[decision] = {"lines": drawn}
+        if warmup_end:
+            out[decision]["warmup_end"] = warmup_end
         if target:
             out[decision]["target"] = rho
     save_png(fig, path)
@@ -328,4 +361,5 @@ __all__ = [
     "plot_grad_norm",
     "plot_keep_ratio",
     "plot_ratio_curves",
+    "warmup_end",
 ]
