@@ -142,7 +142,17 @@ def test_ratio_curve_points_and_alignment_bars_come_from_the_records(study):
         np.testing.assert_allclose(pts[0], xs)
         np.testing.assert_allclose(pts[1], ys)
     bars = series["align"]["rsum"]
-    by_kind: dict[str, dict[int, float]] = {}
+    by_kind = _align_records(records)
+    assert set(bars) == set(by_kind)
+    for kind, per_seed in by_kind.items():
+        rsums = [r["metrics"]["rsum"] for r in per_seed.values()]
+        assert bars[kind] == pytest.approx(np.mean(rsums))
+
+
+def _align_records(records: list[dict]) -> dict[str, dict[int, dict]]:
+    """The alignment cells' records (the paper preset's ratio setting), by loss and seed
+    (the paper default, stored under two run ids, counts once)."""
+    by_kind: dict[str, dict[int, dict]] = {}
     for r in records:
         h = r["head_config"]
         if (h["decision"], h["ratio_loss"], h["ratio_criterion"]) == (
@@ -150,10 +160,8 @@ def test_ratio_curve_points_and_alignment_bars_come_from_the_records(study):
             "separate",
             "mse",
         ):
-            by_kind.setdefault(h["align_loss"], {})[r["seed"]] = r["metrics"]["rsum"]
-    assert set(bars) == set(by_kind)
-    for kind, per_seed in by_kind.items():
-        assert bars[kind] == pytest.approx(np.mean(list(per_seed.values())))
+            by_kind.setdefault(h["align_loss"], {})[r["seed"]] = r
+    return by_kind
 
 
 def test_alignment_curves_are_the_unscaled_batch_triplets_not_the_warmed_up_term(study):
@@ -162,16 +170,7 @@ def test_alignment_curves_are_the_unscaled_batch_triplets_not_the_warmed_up_term
     results, reports = study
     records = _records(results)
     curves = _series(results, reports)["align"]
-    by_kind: dict[str, list[dict]] = {}
-    for r in records:
-        h = r["head_config"]
-        if (h["decision"], h["ratio_loss"], h["ratio_criterion"]) == (
-            "gumbel_topk",
-            "separate",
-            "mse",
-        ):
-            by_kind.setdefault(h["align_loss"], []).append(r)
-    hardest_only = by_kind["triplet_hardest"]
+    hardest_only = list(_align_records(records)["triplet_hardest"].values())
     for field in ("align_sum", "align_hardest"):
         want = [
             np.mean([s[field] for s in steps])
