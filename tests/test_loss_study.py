@@ -17,6 +17,7 @@ from seps.cli import main
 from seps.config import get_config
 from seps.report import current_records, load_results, write_report
 from seps.report.loss_plots import warmup_end
+from seps.report.loss_records import flat, flat_levels, last_epoch_triplets
 from seps.report.loss_study import CRITERIA, loss_study_section, plot_files
 from seps.runner import SCHEMA
 
@@ -185,7 +186,7 @@ def test_alignment_curves_are_the_unscaled_batch_triplets_not_the_warmed_up_term
     assert curves["align_sum"]["triplet_hardest"][1][0] > 0.0
     b = records[0]["train_config"]["batch_size"]
     m = records[0]["head_config"]["margin"]
-    assert curves["collapsed"] == {
+    assert curves["flat"] == {
         "align_sum": pytest.approx(2 * b * (b - 1) * m),
         "align_hardest": pytest.approx(2 * b * m),
     }
@@ -326,3 +327,24 @@ def test_warmup_end_is_the_first_step_of_epoch_one_when_every_run_warms_up():
     assert end(run([6, 6]), run([6, 6], warmup=False)) is None  # the factor is not shared
     assert end(run([6])) is None  # one epoch: the warm-up never ends inside the plot
     assert end(run([6, 6]), run([5, 6])) is None  # a skipped step: no single boundary
+
+
+def test_a_cell_reads_flat_only_when_both_batch_triplets_sit_at_the_equal_similarity_level():
+    def run(last_sum: float, last_hardest: float) -> dict:
+        epoch = {"steps_log": [{"align_sum": last_sum, "align_hardest": last_hardest}] * 3}
+        return {
+            "train_config": {"batch_size": 4},
+            "head_config": {"margin": 0.5},
+            "history": [{"steps_log": [{"align_sum": 99.0, "align_hardest": 99.0}]}, epoch],
+        }
+
+    sel = pd.DataFrame([run(12.0, 4.0), run(12.0, 4.0)])
+    levels = flat_levels(sel)
+    assert levels == {"align_sum": 12.0, "align_hardest": 4.0}  # 2 B (B - 1) m, 2 B m
+    row = {"flat_levels": levels, "last_triplets": last_epoch_triplets(sel)}
+    assert flat(row)
+    for off in (pd.DataFrame([run(12.0, 4.2)]), pd.DataFrame([run(6.0, 4.0)])):
+        assert not flat({"flat_levels": levels, "last_triplets": last_epoch_triplets(off)})
+    mixed = pd.DataFrame([run(12.0, 4.0), {**run(12.0, 4.0), "head_config": {"margin": 0.2}}])
+    assert flat_levels(mixed) is None  # no shared margin: no level, no verdict
+    assert not flat({"flat_levels": None, "last_triplets": row["last_triplets"]})

@@ -26,6 +26,7 @@ from .loss_records import (
     DECISIONS,
     PLOT_FORM,
     align_rows,
+    flat_levels,
     is_align_variant,
     mean_keep,
     ratio_part,
@@ -274,36 +275,17 @@ ALIGN_YARDSTICKS = (
 )
 
 
-def collapse_levels(sel: pd.DataFrame) -> dict[str, float] | None:
-    """The yardsticks' values when every similarity of a batch is equal (a collapsed
-    embedding): each non-matching pair violates by the margin, ``2 B (B - 1) m`` summed
-    (with ``B`` distinct images; captions of one image in a batch lower it slightly)
-    and ``2 B m`` for the hardest negative. ``None`` unless the runs share ``B`` and
-    ``m``."""
-    pairs = {
-        (int(t.get("batch_size", 0)), float(h.get("margin", math.nan)))
-        for t, h in zip(sel["train_config"], sel["head_config"], strict=True)
-        if isinstance(t, Mapping)
-    }
-    if len(pairs) != 1:
-        return None
-    ((b, m),) = pairs
-    if b < 2 or not math.isfinite(m):
-        return None
-    return {"align_sum": 2 * b * (b - 1) * m, "align_hardest": 2 * b * m}
-
-
 def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
-    """Left and middle: the two batch yardsticks (:data:`ALIGN_YARDSTICKS`) per training
-    step, mean over seeds, one line per alignment loss, with the level of a collapsed
-    batch (:func:`collapse_levels`) dashed. Right: test rSum per alignment loss, mean
-    with 95% CI over seeds."""
+    """Left and middle: the two batch yardsticks (:data:`ALIGN_YARDSTICKS`) per
+    training step, mean over seeds, one line per alignment loss, with their level when
+    every similarity of a batch is equal (:func:`flat_levels`) dashed. Right: test rSum
+    per alignment loss, mean with 95% CI over seeds."""
     rows = align_rows(done)
     if not rows:
         path.unlink(missing_ok=True)
         return {}
     part = done[[is_align_variant(h) for h in done["head_config"]]]
-    levels = collapse_levels(part)
+    levels = flat_levels(part)
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
     out: dict[str, Any] = {}
@@ -316,9 +298,7 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
             style = LINESTYLES[rows.index(row) % len(LINESTYLES)]
             ax.plot(x, y, linewidth=1.0, linestyle=style, label=row["align_loss"])
         if levels is not None:
-            ax.axhline(
-                levels[field], color="black", linestyle="--", linewidth=0.8, label="_collapsed"
-            )
+            ax.axhline(levels[field], color="black", linestyle="--", linewidth=0.8, label="_flat")
             ax.annotate(
                 "all similarities equal",
                 (0.01, levels[field]),
@@ -332,7 +312,7 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
         ax.grid(alpha=0.3)
         out[field] = _read_lines(ax)
     # One legend for both panels (the same cells, colours and styles), where the middle
-    # panel has room: below the collapsed level.
+    # panel has room: below the flat level.
     axes[1].legend(fontsize=7, frameon=False, loc="lower right")
     ax2 = axes[2]
     names = [r["align_loss"] for r in rows]
@@ -344,7 +324,7 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     ax2.grid(alpha=0.3, axis="y")
     out.update(
         {
-            "collapsed": levels,
+            "flat": levels,
             "rsum": {n: float(b.get_height()) for n, b in zip(names, bars.patches, strict=True)},
             "seeds": {r["align_loss"]: r["seeds"] for r in rows},
         }
@@ -356,7 +336,6 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
 __all__ = [
     "ALIGN_YARDSTICKS",
     "COLORS",
-    "collapse_levels",
     "plot_alignment",
     "plot_grad_norm",
     "plot_keep_ratio",

@@ -229,10 +229,68 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+#: An alignment cell's similarities read as *flat* (an embedding collapse: every
+#: similarity of a batch about equal; not the validation collapse of
+#: :mod:`seps.report.collapse`) when the mean, over its runs and its last
+#: epoch's steps, of both batch triplets (``align_sum`` and ``align_hardest``) lies
+#: within this fraction of their levels with every similarity of a batch equal
+#: (:func:`flat_levels`). A stated threshold, not a test: at ``standard`` the flat
+#: ``triplet_hardest`` cell sits 0.3% off, the summed triplet's 90% below.
+FLAT_TOLERANCE = 0.02
+
+
+def flat_levels(sel: pd.DataFrame) -> dict[str, float] | None:
+    """The batch triplets' values when every similarity of a batch is equal (flat
+    similarities, a collapsed embedding): each non-matching pair violates by the
+    margin, ``2 B (B - 1) m`` summed (with ``B`` distinct images; captions of one
+    image in a batch lower it slightly) and ``2 B m`` for the hardest negative.
+    ``None`` unless the runs share ``B`` and ``m``."""
+    pairs = {
+        (int(t.get("batch_size", 0)), float(h.get("margin", math.nan)))
+        for t, h in zip(sel["train_config"], sel["head_config"], strict=True)
+        if isinstance(t, Mapping)
+    }
+    if len(pairs) != 1:
+        return None
+    ((b, m),) = pairs
+    if b < 2 or not math.isfinite(m):
+        return None
+    return {"align_sum": 2 * b * (b - 1) * m, "align_hardest": 2 * b * m}
+
+
+def last_epoch_triplets(sel: pd.DataFrame) -> dict[str, float]:
+    """Mean over the runs and their last epoch's steps of ``align_sum`` and
+    ``align_hardest`` (NaN where no step logged them)."""
+    out = {}
+    for field in ("align_sum", "align_hardest"):
+        vals = [
+            float(rec[field])
+            for hist in sel["history"]
+            if hist
+            for rec in hist[-1].get("steps_log") or []
+            if rec.get(field) is not None
+        ]
+        out[field] = float(np.mean(vals)) if vals else math.nan
+    return out
+
+
+def flat(row: Mapping[str, Any]) -> bool:
+    """Whether an alignment row's last-epoch batch triplets both lie within
+    :data:`FLAT_TOLERANCE` of their :func:`flat_levels`."""
+    levels = row.get("flat_levels")
+    if not levels:
+        return False
+    return all(
+        abs(row["last_triplets"][k] - level) <= FLAT_TOLERANCE * level
+        for k, level in levels.items()
+    )
+
+
 def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
     """One row per alignment cell of :data:`ALIGN_CELLS` (paper preset's ratio
     setting): ``align_loss`` (the cell's label), ``seeds``, ``rsum``, ``rsum_by_seed``,
-    ``by_seed``, ``dense`` and ``run_ids``."""
+    ``by_seed``, ``dense``, ``run_ids``, ``last_triplets``
+    (:func:`last_epoch_triplets`) and ``flat_levels`` (:func:`flat_levels`)."""
     rows = []
     if done.empty:
         return rows
@@ -247,6 +305,8 @@ def align_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
                 "seeds": len(sel),
                 **_per_seed(sel),
                 "run_ids": sorted(set(sel["run_id"])),
+                "last_triplets": last_epoch_triplets(sel),
+                "flat_levels": flat_levels(sel),
             }
         )
     return rows
@@ -257,6 +317,7 @@ __all__ = [
     "ALIGN_LOSSES",
     "CRITERIA",
     "DECISIONS",
+    "FLAT_TOLERANCE",
     "FORMS",
     "PAPER_RATIO_WEIGHT",
     "PLOT_FORM",
@@ -265,7 +326,10 @@ __all__ = [
     "at_paper_weight",
     "completed_runs",
     "criterion_of",
+    "flat",
+    "flat_levels",
     "is_align_variant",
+    "last_epoch_triplets",
     "mean_keep",
     "ratio_part",
     "ratio_rows",

@@ -37,6 +37,7 @@ from .loss_records import (
     ALIGN_LOSSES,
     CRITERIA,
     DECISIONS,
+    FLAT_TOLERANCE,
     FORMS,
     PLOT_FORM,
     SUMMED_TRIPLET,
@@ -44,6 +45,7 @@ from .loss_records import (
     at_paper_weight,
     completed_runs,
     criterion_of,
+    flat,
     ratio_rows,
     steps,
 )
@@ -310,12 +312,42 @@ def _align_statements(arows: list[dict[str, Any]], comps: Comparisons, family: F
                 "  The data do not separate the two: the seeds' argument for the triplet is "
                 "neither confirmed nor refuted at this scale."
             )
+    out += _flat_statements(arows)
     for kind in by:
         d = comps.get(("vs-triplet", kind))
         if d is not None:
             out.append(
                 f"- `{kind}` − official schedule `triplet`: rSum {_diff_text(d, family)} (Table 2)."
             )
+    return out
+
+
+def _flat_statements(arows: list[dict[str, Any]]) -> list[str]:
+    """One bullet per alignment cell whose similarities went flat
+    (:func:`seps.report.loss_records.flat`), or one saying that none did; nothing when
+    the runs do not share a batch size and margin."""
+    checked = [r for r in arows if r.get("flat_levels")]
+    if not checked:
+        return []
+    flats = [r for r in checked if flat(r)]
+    if not flats:
+        return [
+            f"- No alignment cell's similarities went flat: in each, the last epoch's batch "
+            f"triplets stay more than {FLAT_TOLERANCE:.0%} from their values with every "
+            "similarity of a batch equal (plot 'alignment losses')."
+        ]
+    out = []
+    for r in flats:
+        got, lv = r["last_triplets"], r["flat_levels"]
+        out.append(
+            f"- **`{r['align_loss']}`: the similarities went flat.** Over the last epoch its "
+            f"training batches score as if every similarity were equal (an embedding "
+            f"collapse): the triplet summed over negatives {got['align_sum']:.1f} against "
+            f"{lv['align_sum']:.1f} (2 B (B − 1) m), over the hardest negative "
+            f"{got['align_hardest']:.2f} against {lv['align_hardest']:.2f} (2 B m), mean "
+            f"over {r['seeds']} seeds, both within {FLAT_TOLERANCE:.0%}; its rSum is "
+            f"{_ci(r['rsum'])} (Table 2; plot 'alignment losses')."
+        )
     return out
 
 
