@@ -40,6 +40,7 @@ from seps.report import (
     t_two_sided_p,
     write_report,
 )
+from seps.report.plots import same_curves
 
 
 # ------------------------------------------------------------------------ statistics
@@ -408,3 +409,14 @@ def test_unreadable_record_is_named_in_output_and_report(env, capsys):
     assert "flip-hrpa" in row and "| 7 " in row and bad.name in row
     df = load_results(env["results"])
     assert (df["status"] == "unreadable").sum() == 1
+
+
+def test_runs_with_identical_curves_in_every_panel_share_one_line():
+    up, down = ([0.0, 1.0], [1.0, 2.0]), ([0.0, 1.0], [2.0, 1.0])
+    panels = {
+        "loss": {"a": up, "b": up, "c": up, "d": down},
+        # "c" has no validation curve: not the same as "a" and "b", which do.
+        "val_rsum": {"a": down, "b": down, "d": down},
+    }
+    assert same_curves(panels) == [["a", "b"], ["c"], ["d"]]
+    assert same_curves({"loss": {"a": up, "b": down}}) == [["a"], ["b"]]

@@ -31,6 +31,32 @@ def run_colors(matrix: Matrix) -> dict[str, Any]:
     return {r.id: cmap((2 * i) % 20 + (i // 10) % 2) for i, r in enumerate(matrix.runs)}
 
 
+#: Line styles of the 1st, 2nd, ... twenty runs: tab20 has 20 colours, and a matrix with
+#: more runs (loss-study 41, coefficients 24) would otherwise give two runs one line.
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def run_linestyles(matrix: Matrix) -> dict[str, str]:
+    """One fixed line style per run (by matrix position): with :func:`run_colors`, a
+    (colour, style) pair no other run of the matrix has, up to 80 runs."""
+    return {r.id: LINESTYLES[(i // 20) % len(LINESTYLES)] for i, r in enumerate(matrix.runs)}
+
+
+def same_curves(panels: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """The runs of one profile grouped by identical curves in every panel (first-seen
+    order): runs that trained the same (an evaluation-only variant and its training, a
+    switch that cannot act) draw one line, which a second line would hide."""
+    groups: dict[Any, list[str]] = {}
+    runs = list(dict.fromkeys(r for lines in panels.values() for r in lines))
+    for run_id in runs:
+        key = tuple(
+            (name, tuple(map(tuple, lines[run_id])) if run_id in lines else None)
+            for name, lines in panels.items()
+        )
+        groups.setdefault(key, []).append(run_id)
+    return list(groups.values())
+
+
 def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, dict[str, Any]]:
     """Δ rSum per variant with 95% CI error bars (baseline line at 0), one panel per profile.
 
@@ -184,20 +210,32 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
     """Training curves: loss per epoch and validation rSum per epoch (when recorded).
 
     One row of panels per profile; one line per variant, the mean over its completed
-    seeds at each epoch. Returns ``{profile: {"loss" | "val_rsum": {run_id: (epochs,
-    values)}}}`` read back from the drawn lines; empty (no file) without any history.
+    seeds at each epoch; variants with identical curves share one line, whose legend
+    entry names them all (:func:`same_curves`), and colour and line style together tell
+    the runs apart (:func:`run_colors`, :func:`run_linestyles`). Returns ``{profile:
+    {"loss" | "val_rsum": {run_id: (epochs, values)}}}`` read back from the drawn lines
+    (a group's members read its one line); empty (no file) without any history.
     """
     series = _curve_series(df, matrix)
     if not series:
         return {}
     plt = pyplot()
     ncols = 2 if any("val_rsum" in p for p in series.values()) else 1
-    colors = run_colors(matrix)
+    colors, styles = run_colors(matrix), run_linestyles(matrix)
+    groups = {profile: same_curves(panels) for profile, panels in series.items()}
+    labels = {
+        profile: {g[0]: "\n= ".join(g) for g in profile_groups}
+        for profile, profile_groups in groups.items()
+    }
     height = 3.5 * len(series)
-    # One legend entry at fontsize 8 takes about 0.17 in: a long matrix (loss-study has
-    # 41 runs) gets more legend columns, each 3 in wide, rather than entries cut off below.
-    n_runs = len({run_id for panels in series.values() for p in panels.values() for run_id in p})
-    legend_cols = max(1, math.ceil(n_runs / max(1, int((height - 0.4) / 0.17))))
+    # One legend per profile (its groups are its own), beside its row. One legend line at
+    # fontsize 8 takes about 0.17 in: a long matrix (loss-study has 41 runs) gets more
+    # legend columns, each 3 in wide, rather than entries cut off below.
+    per_row = max(1, int((3.5 - 0.4) / 0.17))
+    legend_cols = max(
+        max(1, math.ceil(sum(t.count("\n") + 1 for t in per.values()) / per_row))
+        for per in labels.values()
+    )
     fig, axes = plt.subplots(
         len(series),
         ncols,
@@ -212,9 +250,9 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         "val_rsum": "validation rSum",
     }
     out: Curves = {}
-    handles: dict[str, Any] = {}
     for row, (profile, panels) in enumerate(series.items()):
         out[profile] = {}
+        handles: dict[str, Any] = {}
         for col, name in enumerate(("loss", "val_rsum")[:ncols]):
             ax = axes[row, col]
             ax.set_title(f"{titles[name]} — profile {profile}", fontsize=10)
@@ -225,27 +263,50 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
                 ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
                 continue
             drawn = {}
-            for run_id, (x, y) in panels[name].items():
+            for group in groups[profile]:
+                if group[0] not in panels[name]:
+                    continue
+                x, y = panels[name][group[0]]
+                label = labels[profile][group[0]]
                 (line,) = ax.plot(
-                    x, y, marker="o", markersize=3, color=colors[run_id], label=run_id
+                    x,
+                    y,
+                    marker="o",
+                    markersize=3,
+                    color=colors[group[0]],
+                    linestyle=styles[group[0]],
+                    label=label,
                 )
-                handles.setdefault(run_id, line)
-                drawn[line.get_label()] = (
-                    [float(v) for v in line.get_xdata()],
-                    [float(v) for v in line.get_ydata()],
-                )
-            out[profile][name] = drawn
-    order = [r.id for r in matrix.runs if r.id in handles]
-    fig.legend(
-        [handles[r] for r in order],
-        order,
-        loc="outside right upper",
-        fontsize=8,
-        frameon=False,
-        ncols=legend_cols,
-    )
+                handles.setdefault(label, line)
+                # Every member of a group reads the one drawn line.
+                for run_id in group:
+                    drawn[run_id] = (
+                        [float(v) for v in line.get_xdata()],
+                        [float(v) for v in line.get_ydata()],
+                    )
+            out[profile][name] = {r: drawn[r] for r in panels[name]}
+        position = {r.id: i for i, r in enumerate(matrix.runs)}
+        order = sorted(handles, key=lambda text: position[text.split("\n")[0]])
+        rows = sum(t.count("\n") + 1 for t in order)
+        axes[row, ncols - 1].legend(
+            [handles[t] for t in order],
+            order,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            fontsize=8,
+            frameon=False,
+            ncols=max(1, math.ceil(rows / per_row)),
+        )
     save_png(fig, path)
     return out
 
 
-__all__ = ["Curves", "plot_curves", "plot_delta", "run_colors"]
+__all__ = [
+    "LINESTYLES",
+    "Curves",
+    "plot_curves",
+    "plot_delta",
+    "run_colors",
+    "run_linestyles",
+    "same_curves",
+]
