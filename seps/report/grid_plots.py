@@ -291,11 +291,24 @@ def _heat_map(
         z[rows.index(l1), cols.index(l2)] = cell[0]
     finite = z[~np.isnan(z)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    one_value = finite.size > 0 and hi - lo < 1e-9
     if hi - lo < 1e-9:  # one value: a flat scale around it rather than a zero-width one
         lo, hi = lo - 0.5, hi + 0.5
     cmap = plt.colormaps[GRID_CMAP]
     im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
-    if finite.size:  # every cell hatched: a colour bar would have nothing to explain
+    if one_value:
+        # A colour bar spanning an invented ±0.5 would suggest variation there is none of.
+        ax.text(
+            1.03,
+            0.5,
+            f"{bar_label}: one value in every cell,\nno colour scale",
+            transform=ax.transAxes,
+            rotation=90,
+            va="center",
+            ha="left",
+            fontsize=8,
+        )
+    elif finite.size:  # every cell hatched: a colour bar would have nothing to explain
         fig.colorbar(im, ax=ax, label=bar_label, shrink=0.9)
     labels: dict[tuple[float, float], str] = {}
     for i, l1 in enumerate(rows):

@@ -159,13 +159,11 @@ def _per_decision_plot(
     out: dict[str, dict[str, Any]] = {}
     rho = _target(done) if target else None
     for ax, (decision, lines) in zip(axes[0], panels.items(), strict=True):
-        for label, (x, y) in lines.items():
-            crit = label.split(" ")[0]
-            style = "--" if "only" in label else "-"
-            ax.plot(x, y, style, color=COLORS[crit], label=label, linewidth=1.2)
-        drawn = _read_lines(ax)
+        drawn = _draw_grouped(ax, lines)
         if rho is not None:
-            ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target")
+            # Below the lines: where a decision holds the ratio at the target by
+            # construction, the lines lie on it and must stay visible.
+            ax.axhline(rho, color="black", linestyle=":", linewidth=1, label="_target", zorder=1)
         if second is not None:
             ax.set_yscale("symlog", linthresh=1e-6)
         if warmup_end:
@@ -191,6 +189,34 @@ def _per_decision_plot(
             out[decision]["target"] = rho
     save_png(fig, path)
     return out
+
+
+def _draw_grouped(ax: Any, lines: Lines) -> Lines:
+    """Draw ``lines`` (label -> (x, y)), identical series once: where a decision holds
+    the keep ratio at its target, or a ratio loss has no gradient, every criterion's
+    line is the same and each would hide the others, so one line carries all their
+    labels ("mse = l1 = ce = off"). Returns each label's series read back from the line
+    that drew it."""
+    groups: dict[Any, list[str]] = {}
+    for label, (x, y) in lines.items():
+        groups.setdefault((tuple(x), tuple(y), "only" in label), []).append(label)
+    drawn: Lines = {}
+    for members in groups.values():
+        x, y = lines[members[0]]
+        only = " (ratio loss only)"
+        if len(members) > 1 and all(m.endswith(only) for m in members):
+            text = " = ".join(m.removesuffix(only) for m in members) + only
+        else:
+            text = " = ".join(members)
+        crit = members[0].split(" ")[0]
+        style = "--" if "only" in members[0] else "-"
+        (line,) = ax.plot(x, y, style, color=COLORS[crit], label=text, linewidth=1.2)
+        for m in members:
+            drawn[m] = (
+                [float(v) for v in line.get_xdata()],
+                [float(v) for v in line.get_ydata()],
+            )
+    return {label: drawn[label] for label in lines}
 
 
 def _measured_ratio_terms(sel: pd.DataFrame) -> tuple[list[float], list[float]]:

@@ -136,7 +136,8 @@ def plot_protocols(cells: Cells, path: Path) -> dict[str, dict[str, list[float]]
         ax.set_xlabel("dense-caption protocol: training / evaluation")
         ax.set_ylabel("rSum (mean, 95% CI)")
         ax.set_title(f"profile {profile}: rSum by dense-caption protocol")
-        ax.legend(title="preset", loc="upper right")
+        # Outside the axes: inside, it covered the tallest bars and their error bars.
+        ax.legend(title="preset", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.grid(axis="y", alpha=0.3)
     save_png(fig, path)
     plt.close(fig)
