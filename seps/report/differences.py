@@ -246,11 +246,25 @@ def _summary_lines(
     return [*out, ""] if out else []
 
 
+def _point_note(c: Comparison | None) -> str | None:
+    """The forest plot's note beside a point that is not an ordinary estimate."""
+    if c is None:
+        return None
+    if c.identical:
+        return "identical: no effect possible"
+    if c.frozen:
+        return "did not train: not a test"
+    if math.isnan(c.half):
+        return f"{c.n} seed, no CI" if c.n == 1 else "no CI"
+    return None
+
+
 def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float]]]:
     """Forest plot: per profile panel, one line per difference, Δ rSum (paper's side −
     code's side) with its 95% CI, one marker per direction. Returns ``{profile:
     {preset: Δ means in difference order}}`` (NaN where no comparison); ``{}`` when
-    nothing is drawn."""
+    nothing is drawn. A point that is no ordinary estimate says so beside it
+    (identical, did not train, no CI)."""
     if not cells:
         return {}
     plt = pyplot()
@@ -274,6 +288,15 @@ def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float
                 label=label.replace("`", ""),
             )  # fmt: skip
             drawn[profile][preset] = means
+            # Say why a point has no error bar, or why it is no test: an identical cell's
+            # 0 is not a precise null, and an untrained cell's Δ measures no learning.
+            for c, mean, half, y in zip(comps, means, halves, ys, strict=True):
+                note = _point_note(c)
+                if note:
+                    ax.annotate(
+                        note, (mean + half, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=7, color="dimgray",
+                    )  # fmt: skip
         ax.axvline(0.0, color="gray", linewidth=1)
         ax.set_yticks(range(len(diffs)), list(reversed(diffs)))
         ax.set_xlabel("Δ rSum from adopting the paper's choice (paper's side − code's side)")
