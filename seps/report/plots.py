@@ -206,6 +206,21 @@ def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
     return series
 
 
+def _val_sizes(df: pd.DataFrame) -> dict[str, str]:
+    """Per profile, " (<split>, <n> images)" of its records' validation: a validation
+    rSum over a few hundred images sits far above the test split's, and a reader must
+    not compare the two panels' numbers."""
+    out: dict[str, set[tuple[str, int]]] = {}
+    for profile, train in zip(df["profile"], df["train_config"], strict=True):
+        if isinstance(train, Mapping) and train.get("val_images"):
+            split = str(train.get("val_split", "dev"))
+            out.setdefault(str(profile), set()).add((split, int(train["val_images"])))
+    return {
+        p: " (" + ", ".join(f"{split} split, {n} images" for split, n in sorted(v)) + ")"
+        for p, v in out.items()
+    }
+
+
 def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
     """Training curves: loss per epoch and validation rSum per epoch (when recorded).
 
@@ -249,13 +264,15 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         "loss": "hardest-negative triplet, logged (whatever the run trains)",
         "val_rsum": "validation rSum",
     }
+    val_sizes = _val_sizes(df)
     out: Curves = {}
     for row, (profile, panels) in enumerate(series.items()):
         out[profile] = {}
         handles: dict[str, Any] = {}
         for col, name in enumerate(("loss", "val_rsum")[:ncols]):
             ax = axes[row, col]
-            ax.set_title(f"{titles[name]} — profile {profile}", fontsize=10)
+            size = val_sizes.get(profile, "") if name == "val_rsum" else ""
+            ax.set_title(f"{titles[name]}{size} — profile {profile}", fontsize=10)
             ax.set_xlabel("epoch")
             ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
