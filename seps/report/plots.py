@@ -57,6 +57,48 @@ def same_curves(panels: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     return list(groups.values())
 
 
+def _same_numbers(sub: pd.DataFrame) -> list[str | None]:
+    """Per row, the first earlier variant with exactly the same seeds' rSum mean and CI
+    and Δ mean and CI, or ``None``: switches that cannot act under a setting (the ratio
+    coefficients under ``topk``) give one training several ids, and their bars, drawn
+    alike, would read as independent results."""
+    cols = ["rsum_mean", "rsum_ci", "delta_rsum_mean", "delta_rsum_ci", "n"]
+    seen: dict[tuple[Any, ...], str] = {}
+    out: list[str | None] = []
+    for run_id, *vals in zip(sub["run_id"], *(sub[c] for c in cols), strict=True):
+        key = tuple(None if is_missing(v) else float(v) for v in vals)
+        out.append(seen.get(key) if key[2] is not None else None)
+        seen.setdefault(key, str(run_id))
+    return out
+
+
+def _bar_notes(sub: pd.DataFrame) -> list[str | None]:
+    """Per bar of one panel, why it has no (visible) error bar, why it is no test, or
+    that it repeats an earlier bar's numbers (one training under several ids)."""
+    blind = sub["blind"].notna().tolist() if "blind" in sub else [False] * len(sub)
+    # A comparison whose learned part did not train (seps.report.frozen) keeps its bar.
+    frozen = sub["frozen"].notna().tolist() if "frozen" in sub else [False] * len(sub)
+    cis = sub["delta_rsum_ci"].to_numpy(dtype=float)
+    out: list[str | None] = []
+    for ident, nt, fr, twin, ci in zip(
+        sub["identical"].tolist(), blind, frozen, _same_numbers(sub), cis, strict=True
+    ):
+        out.append(
+            "identical to its reference"
+            if ident
+            else "text-blind: not measured"
+            if nt
+            else "did not train: not a test"
+            if fr
+            else f"same numbers as {twin}"
+            if twin
+            else "1 seed, no CI"
+            if np.isnan(ci)
+            else None
+        )
+    return out
+
+
 def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, dict[str, Any]]:
     """Δ rSum per variant with 95% CI error bars (baseline line at 0), one panel per profile.
 
@@ -80,10 +122,12 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     # the width from the axes, and the two-line x label then ran off the right edge: keep
     # about 5.8 in for the axes beside the labels (8 in, as before, for short ids).
     longest = max(len(str(r)) for r in data["run_id"])
+    notes = {p: _bar_notes(data[data["profile"] == p]) for p in panels}
+    note_width = max((len(n) for per in notes.values() for n in per if n), default=0)
     fig, axes = plt.subplots(
         len(panels),
         1,
-        figsize=(max(8.0, 5.8 + 0.075 * longest), sum(heights)),
+        figsize=(max(8.0, 5.8 + 0.075 * longest) + 0.065 * note_width, sum(heights)),
         squeeze=False,
         gridspec_kw={"height_ratios": heights},
         layout="constrained",
@@ -105,32 +149,17 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
             err = ax.errorbar(
                 delta[has_ci], y[has_ci], xerr=ci[has_ci], fmt="none", ecolor="black", capsize=3
             )
-        same = sub["identical"].tolist()
-        # A comparison whose learned part did not train (seps.report.frozen) keeps its bar,
-        # labelled as no test.
-        untrained = sub["frozen"].notna().tolist() if "frozen" in sub else [False] * len(sub)
-        # The note goes on the wider side of its bar's end: at the axes' edge (an identical
-        # run's 0 when every other bar is negative) it used to run off the figure.
-        lo, hi = ax.get_xlim()
-        for yi, di, ci_i, ident, nt, frozen in zip(
-            y, delta, ci, same, no_text, untrained, strict=True
-        ):
-            right = hi - di >= di - lo
-            # Say why the bar has no (visible) error bar, or why it is no test.
-            if ident or nt or frozen or np.isnan(ci_i):
+        # Notes in a column right of the axes, level with their bars: at a bar's end they
+        # ran over the tick labels or off the figure when the axes were narrow.
+        for yi, note in zip(y, notes[profile], strict=True):
+            if note:
                 ax.annotate(
-                    " identical to its reference"
-                    if ident
-                    else " text-blind: not measured"
-                    if nt
-                    else " did not train: not a test"
-                    if frozen
-                    else " 1 seed, no CI",
-                    # Beyond the error bar's cap where there is one (an untrained run's).
-                    (float(di) + (0.0 if np.isnan(ci_i) else ci_i if right else -ci_i), float(yi)),
-                    xytext=(4 if right else -4, 0),
+                    note,
+                    (1.0, float(yi)),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(6, 0),
                     textcoords="offset points",
-                    ha="left" if right else "right",
+                    ha="left",
                     va="center",
                     fontsize=8,
                 )
