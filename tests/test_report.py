@@ -420,3 +420,37 @@ def test_runs_with_identical_curves_in_every_panel_share_one_line():
     }
     assert same_curves(panels) == [["a", "b"], ["c"], ["d"]]
     assert same_curves({"loss": {"a": up, "b": down}}) == [["a"], ["b"]]
+
+
+def test_a_bar_repeating_an_earlier_bars_numbers_is_marked_as_the_same_training():
+    import pandas as pd
+
+    from seps.report.plots import _bar_notes
+
+    def row(run_id, delta, ci=4.0, identical=False):
+        return {
+            "run_id": run_id,
+            "rsum_mean": 100.0 + delta,
+            "rsum_ci": 5.0,
+            "delta_rsum_mean": delta,
+            "delta_rsum_ci": ci,
+            "n": 5,
+            "identical": identical,
+        }
+
+    sub = pd.DataFrame(
+        [
+            row("a", 3.0),
+            row("b", 3.0),
+            row("c", 2.0),
+            row("d", 0.0, 0.0, True),
+            row("e", 1.0, math.nan),
+        ]
+    )
+    assert _bar_notes(sub) == [
+        None,
+        "same numbers as a",
+        None,
+        "identical to its reference",
+        "1 seed, no CI",
+    ]
