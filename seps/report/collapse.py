@@ -137,6 +137,12 @@ def plot_collapsed(runs: Sequence[Mapping[str, Any]], path: Path) -> CollapseSer
             )
             ax.plot([r["best_epoch"]], [r["best"]], "o", mfc="none", color=color, label="_best")
             ax.plot([r["final_epoch"]], [r["final"]], "x", color=color, label="_final")
+            # The line a final epoch must fall below to count, on an axis from 0: a
+            # 13% drop on an axis cut to the curve's own range read as a cliff.
+            ax.axhline(
+                r["best"] * (1 - COLLAPSE_DROP), color=color, linestyle=":", linewidth=0.8,
+                label=f"_{COLLAPSE_DROP:.0%} below best",
+            )  # fmt: skip
             drawn[line.get_label()] = (
                 [float(v) for v in line.get_xdata()],
                 [float(v) for v in line.get_ydata()],
@@ -148,10 +154,15 @@ def plot_collapsed(runs: Sequence[Mapping[str, Any]], path: Path) -> CollapseSer
         ax.tick_params(labelsize=7)
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, frameon=False)
+        ax.set_ylim(0, ax.get_ylim()[1])
+        ax.legend(fontsize=6, frameon=False, loc="lower left")
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_axis_off()
-    fig.suptitle("collapsed runs: validation rSum (o best, x final)", fontsize=9)
+    fig.suptitle(
+        f"collapsed runs: validation rSum (o best, x final; dotted: {COLLAPSE_DROP:.0%} below "
+        "best)",
+        fontsize=9,
+    )
     save_png(fig, path)
     return out
 
