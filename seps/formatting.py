@@ -30,6 +30,8 @@ DASH = "—"
 NA = "n/a"
 #: Fixed plot resolution: part of what makes the PNG bytes reproducible.
 PLOT_DPI = 100
+#: Line styles the plots cycle through where colours alone would repeat or lines coincide.
+LINESTYLES = ("-", "--", ":", "-.")
 
 
 def is_missing(x: Any) -> bool:
@@ -108,6 +110,7 @@ def save_png(fig: Any, path: Path) -> None:
 
 __all__ = [
     "DASH",
+    "LINESTYLES",
     "NA",
     "PLOT_DPI",
     "code",

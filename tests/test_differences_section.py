@@ -210,3 +210,19 @@ def test_a_cell_whose_learned_part_did_not_train_is_not_testable_in_the_section(
     assert cells[4] == "not testable here: the module did not train"
     assert cells[7] != cells[4] and "+4.0 ± " in cells[5]
     assert "- Not testable here (the learned part" in section
+
+
+def test_forest_plot_notes_say_no_effect_possible_only_where_the_configs_show_why():
+    from seps.report.compare import Comparison
+    from seps.report.differences import _point_note
+
+    def comp(**kw):
+        return Comparison(mean=0.0, half=1.0, p=0.5, n=5, key=None, **kw)
+
+    assert _point_note(comp()) is None
+    assert _point_note(comp(identical=True, reason="cannot act")) == "identical: no effect possible"
+    assert _point_note(comp(identical=True)) == "identical to the other side"
+    assert _point_note(comp(blind="no text reaches it")) == "text-blind: not measured"
+    assert _point_note(comp(frozen="no gradient")) == "did not train: not a test"
+    single = Comparison(mean=1.0, half=math.nan, p=math.nan, n=1, key=None)
+    assert _point_note(single) == "1 seed, no CI"

@@ -348,3 +348,19 @@ def test_a_cell_reads_flat_only_when_both_batch_triplets_sit_at_the_equal_simila
     mixed = pd.DataFrame([run(12.0, 4.0), {**run(12.0, 4.0), "head_config": {"margin": 0.2}}])
     assert flat_levels(mixed) is None  # no shared margin: no level, no verdict
     assert not flat({"flat_levels": None, "last_triplets": row["last_triplets"]})
+
+
+def test_none_went_flat_counts_only_the_cells_whose_records_logged_the_batch_triplets():
+    from seps.report.loss_study import _flat_statements
+
+    levels = {"align_sum": 12.0, "align_hardest": 4.0}
+    unlogged = {"align_sum": math.nan, "align_hardest": math.nan}
+    apart = {"align_sum": 3.0, "align_hardest": 4.0}  # one triplet off is enough
+    row = {"align_loss": "triplet", "flat_levels": levels, "seeds": 2, "rsum": (1.0, 0.1, 2)}
+    assert _flat_statements([{**row, "last_triplets": unlogged}]) == []
+    (line,) = _flat_statements(
+        [{**row, "last_triplets": unlogged}, {**row, "last_triplets": apart}]
+    )
+    assert line.startswith("- No alignment cell's similarities went flat: in each of the 1 ")
+    (flat_line,) = _flat_statements([{**row, "last_triplets": dict(levels)}])
+    assert "**`triplet`: the similarities went flat.**" in flat_line

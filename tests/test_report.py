@@ -427,14 +427,14 @@ def test_a_bar_repeating_an_earlier_bars_numbers_is_marked_as_the_same_training(
 
     from seps.report.plots import _bar_notes
 
-    def row(run_id, delta, ci=4.0, identical=False):
+    def row(run_id, delta, ci=4.0, identical=False, n=5):
         return {
             "run_id": run_id,
             "rsum_mean": 100.0 + delta,
-            "rsum_ci": 5.0,
+            "rsum_ci": 5.0 if n > 1 else math.nan,
             "delta_rsum_mean": delta,
             "delta_rsum_ci": ci,
-            "n": 5,
+            "n": n,
             "identical": identical,
         }
 
@@ -454,3 +454,6 @@ def test_a_bar_repeating_an_earlier_bars_numbers_is_marked_as_the_same_training(
         "identical to its reference",
         "1 seed, no CI",
     ]
+    # One seed each: equal means are too likely by chance to be called the same numbers.
+    single = pd.DataFrame([row("f", 1.5, math.nan, n=1), row("g", 1.5, math.nan, n=1)])
+    assert _bar_notes(single) == ["1 seed, no CI", "1 seed, no CI"]

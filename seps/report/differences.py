@@ -251,7 +251,10 @@ def _point_note(c: Comparison | None) -> str | None:
     if c is None:
         return None
     if c.identical:
-        return "identical: no effect possible"
+        # "No effect possible" only where the configs show why (Comparison.reason).
+        return "identical: no effect possible" if c.reason else "identical to the other side"
+    if c.blind:
+        return "text-blind: not measured"
     if c.frozen:
         return "did not train: not a test"
     if math.isnan(c.half):

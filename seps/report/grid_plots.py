@@ -213,9 +213,12 @@ def plot_rho(
         ci = sub["rsum_ci"].to_numpy(dtype=float)[order]
         n = [int(v) for v in sub["n"].to_numpy()[order]]
         color = cmap(i % 10)
+        # Each curve and the paper's state their span: on separate y axes, a 2% bump in
+        # the paper's curve fills as much height as a trend of tens of rSum here.
         (line,) = ax_m.plot(
-            x, y, marker="o", color=color, label=f"profile {profile} ({_seeds_label(n)})"
-        )
+            x, y, marker="o", color=color,
+            label=f"profile {profile} ({_seeds_label(n)}{_span(y)})",
+        )  # fmt: skip
         drawn_ci = [math.nan] * len(x)
         has_ci = ~np.isnan(ci)
         if has_ci.any():
@@ -232,11 +235,7 @@ def plot_rho(
             "rsum": [float(v) for v in line.get_ydata()],
             "ci": drawn_ci,
         }
-    # Each panel states the span of its means: on separate y axes, a 2% bump in the
-    # paper's curve fills as much height as a trend of tens of rSum here.
-    spans = [v for series in out["measured"].values() for v in series["rsum"]]
-    span = f"; means span {max(spans) - min(spans):.1f} rSum" if spans else ""
-    ax_m.set_title(f"{measured}\nmean rSum ± 95% CI over seeds{span}", fontsize=10)
+    ax_m.set_title(f"{measured}\nmean rSum ± 95% CI over seeds", fontsize=10)
     ax_m.set_ylabel("rSum (%), measured")
     # Below the panels: inside, a legend can hide a point or an error bar.
     fig.legend(loc="outside lower center", ncols=min(len(out["measured"]), 3), fontsize=8)
@@ -251,7 +250,7 @@ def plot_rho(
         }
     else:
         _no_paper_figure(ax_p)
-    pspan = f"; span {max(paper.values()) - min(paper.values()):.1f} rSum" if paper else ""
+    pspan = _span(list(paper.values())) if paper else ""
     ax_p.set_title(
         f"{_paper_text(figures, 'selection_ratio')}\nrSum, one training per rho{pspan}",
         fontsize=10,
@@ -269,6 +268,13 @@ def plot_rho(
     )
     save_png(fig, path)
     return out
+
+
+def _span(values: Any) -> str:
+    """ "; span <max - min> rSum" of the finite values, or "" with fewer than two."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return f"; span {float(v.max() - v.min()):.1f} rSum" if v.size > 1 else ""
 
 
 # ------------------------------------------------------------------------ grid plot
@@ -307,7 +313,7 @@ def _heat_map(
         ax.text(
             1.03,
             0.5,
-            f"{bar_label}: one value in every cell,\nno colour scale",
+            f"{bar_label}: one value in every measured cell,\nno colour scale",
             transform=ax.transAxes,
             rotation=90,
             va="center",

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..formatting import pyplot, save_png
+from ..formatting import LINESTYLES, pyplot, save_png
 from ..losses import ratio_penalty, ratio_target_bin
 from ..train_config import TrainConfig
 from .loss_records import (
@@ -287,8 +287,6 @@ def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     return out
 
 
-#: Line styles of the alignment cells, in the order of their rows (:func:`align_rows`).
-LINESTYLES = ("-", "--", ":", "-.")
 #: The batch-level yardsticks of the alignment plot: the triplet summed over every
 #: negative and over the hardest one, logged at every step of every run on the batch's
 #: similarities with no warm-up factor (``seps.train.loop.FIXED_LOSSES``), so that runs

@@ -326,15 +326,22 @@ def _flat_statements(arows: list[dict[str, Any]]) -> list[str]:
     """One bullet per alignment cell whose similarities went flat
     (:func:`seps.report.loss_records.flat`), or one saying that none did; nothing when
     the runs do not share a batch size and margin."""
-    checked = [r for r in arows if r.get("flat_levels")]
+    # Only cells whose records logged both batch triplets were measured (records made
+    # before they were logged have none): a "none went flat" must not cover the others.
+    checked = [
+        r
+        for r in arows
+        if r.get("flat_levels") and all(math.isfinite(v) for v in r["last_triplets"].values())
+    ]
     if not checked:
         return []
     flats = [r for r in checked if flat(r)]
     if not flats:
         return [
-            f"- No alignment cell's similarities went flat: in each, the last epoch's batch "
-            f"triplets stay more than {FLAT_TOLERANCE:.0%} from their values with every "
-            "similarity of a batch equal (plot 'alignment losses')."
+            f"- No alignment cell's similarities went flat: in each of the "
+            f"{len(checked)} measured, at least one of the last epoch's batch triplets stays "
+            f"more than {FLAT_TOLERANCE:.0%} from its value with every similarity of a batch "
+            "equal (plot 'alignment losses')."
         ]
     out = []
     for r in flats:

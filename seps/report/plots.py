@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import is_missing, pyplot, save_png
+from ..formatting import LINESTYLES, is_missing, pyplot, save_png
 from .records import profiles
 
 #: {profile: {"loss" | "val_rsum": {run_id: (epochs, values)}}}, as drawn by plot_curves.
@@ -31,14 +31,11 @@ def run_colors(matrix: Matrix) -> dict[str, Any]:
     return {r.id: cmap((2 * i) % 20 + (i // 10) % 2) for i, r in enumerate(matrix.runs)}
 
 
-#: Line styles of the 1st, 2nd, ... twenty runs: tab20 has 20 colours, and a matrix with
-#: more runs (loss-study 41, coefficients 24) would otherwise give two runs one line.
-LINESTYLES = ("-", "--", ":", "-.")
-
-
 def run_linestyles(matrix: Matrix) -> dict[str, str]:
-    """One fixed line style per run (by matrix position): with :func:`run_colors`, a
-    (colour, style) pair no other run of the matrix has, up to 80 runs."""
+    """One fixed line style per run (by matrix position), the next style every twenty
+    runs: tab20 has 20 colours, and a matrix with more runs (loss-study 41, coefficients
+    24) would otherwise give two runs one look. With :func:`run_colors`, a (colour,
+    style) pair no other run of the matrix has, up to 80 runs."""
     return {r.id: LINESTYLES[(i // 20) % len(LINESTYLES)] for i, r in enumerate(matrix.runs)}
 
 
@@ -58,16 +55,21 @@ def same_curves(panels: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _same_numbers(sub: pd.DataFrame) -> list[str | None]:
-    """Per row, the first earlier variant with exactly the same seeds' rSum mean and CI
-    and Δ mean and CI, or ``None``: switches that cannot act under a setting (the ratio
-    coefficients under ``topk``) give one training several ids, and their bars, drawn
-    alike, would read as independent results."""
+    """Per row, the first earlier variant with exactly the same rSum mean and CI and Δ
+    mean and CI over at least 2 seeds, or ``None``: switches that cannot act under a
+    setting (the ratio coefficients under ``topk``) give one training several ids, and
+    their bars, drawn alike, would read as independent results. The note says what is
+    compared ("same numbers"), not that the records are one training; with one seed (no
+    CI) equal means are too likely by chance to be marked."""
     cols = ["rsum_mean", "rsum_ci", "delta_rsum_mean", "delta_rsum_ci", "n"]
-    seen: dict[tuple[Any, ...], str] = {}
+    seen: dict[tuple[float, ...], str] = {}
     out: list[str | None] = []
     for run_id, *vals in zip(sub["run_id"], *(sub[c] for c in cols), strict=True):
-        key = tuple(None if is_missing(v) else float(v) for v in vals)
-        out.append(seen.get(key) if key[2] is not None else None)
+        if any(is_missing(v) for v in vals) or int(vals[-1]) < 2:
+            out.append(None)
+            continue
+        key = tuple(float(v) for v in vals)
+        out.append(seen.get(key))
         seen.setdefault(key, str(run_id))
     return out
 
@@ -215,9 +217,14 @@ def _fixed_loss(h: Mapping[str, Any]) -> Any:
     return h.get("align_hardest", h.get("loss"))
 
 
+def _plotted(df: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
+    """The records the curves draw: the completed ones of the matrix's runs."""
+    return df[(df["status"] == "done") & df["run_id"].isin([r.id for r in matrix.runs])]
+
+
 def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
     """Per profile and panel, the mean curve of every run with a recorded history."""
-    done = df[(df["status"] == "done") & df["run_id"].isin([r.id for r in matrix.runs])]
+    done = _plotted(df, matrix)
     series: Curves = {}
     for profile in profiles(done):
         prof = done[done["profile"] == profile]
@@ -236,16 +243,17 @@ def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
 
 
 def _val_sizes(df: pd.DataFrame) -> dict[str, str]:
-    """Per profile, " (<split>, <n> images)" of its records' validation: a validation
-    rSum over a few hundred images sits far above the test split's, and a reader must
-    not compare the two panels' numbers."""
+    """Per profile, " (<split> split, up to <n> images)" of its records' validation (the
+    requested ``val_images``; a smaller split gives fewer): a validation rSum over a few
+    hundred images sits far above the test split's, and a reader must not compare the
+    numbers."""
     out: dict[str, set[tuple[str, int]]] = {}
     for profile, train in zip(df["profile"], df["train_config"], strict=True):
         if isinstance(train, Mapping) and train.get("val_images"):
             split = str(train.get("val_split", "dev"))
             out.setdefault(str(profile), set()).add((split, int(train["val_images"])))
     return {
-        p: " (" + ", ".join(f"{split} split, {n} images" for split, n in sorted(v)) + ")"
+        p: " (" + ", ".join(f"{split} split, up to {n} images" for split, n in sorted(v)) + ")"
         for p, v in out.items()
     }
 
@@ -293,7 +301,7 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         "loss": "hardest-negative triplet, logged (whatever the run trains)",
         "val_rsum": "validation rSum",
     }
-    val_sizes = _val_sizes(df)
+    val_sizes = _val_sizes(_plotted(df, matrix))
     out: Curves = {}
     for row, (profile, panels) in enumerate(series.items()):
         out[profile] = {}
@@ -323,7 +331,7 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
                     linestyle=styles[group[0]],
                     label=label,
                 )
-                handles.setdefault(label, line)
+                handles.setdefault(group[0], (line, label))
                 # Every member of a group reads the one drawn line.
                 for run_id in group:
                     drawn[run_id] = (
@@ -332,11 +340,12 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
                     )
             out[profile][name] = {r: drawn[r] for r in panels[name]}
         position = {r.id: i for i, r in enumerate(matrix.runs)}
-        order = sorted(handles, key=lambda text: position[text.split("\n")[0]])
-        rows = sum(t.count("\n") + 1 for t in order)
+        order = sorted(handles, key=position.__getitem__)
+        texts = [handles[r][1] for r in order]
+        rows = sum(t.count("\n") + 1 for t in texts)
         axes[row, ncols - 1].legend(
-            [handles[t] for t in order],
-            order,
+            [handles[r][0] for r in order],
+            texts,
             loc="upper left",
             bbox_to_anchor=(1.02, 1.0),
             fontsize=8,
@@ -348,7 +357,6 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
 
 
 __all__ = [
-    "LINESTYLES",
     "Curves",
     "plot_curves",
     "plot_delta",
