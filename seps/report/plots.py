@@ -339,6 +339,9 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
                         [float(v) for v in line.get_ydata()],
                     )
             out[profile][name] = {r: drawn[r] for r in panels[name]}
+            # The epochs themselves as ticks: with one epoch the integer locator still
+            # labelled fractions of it.
+            ax.set_xticks(sorted({x for xs, _ in panels[name].values() for x in xs}))
         position = {r.id: i for i, r in enumerate(matrix.runs)}
         order = sorted(handles, key=position.__getitem__)
         texts = [handles[r][1] for r in order]
