@@ -33,6 +33,7 @@ One module per job, imported one way only (each imports only those below it)::
               -> collapse, plots -> records
               -> grid_plots -> paper, records
     loss_study -> compare
+    loss_plots -> plots (same_curves)
     (all of them) -> seps.stats, seps.formatting -> seps.store
 
 The ``report`` subcommand is :mod:`seps.cli.report`.

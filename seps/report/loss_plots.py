@@ -32,6 +32,7 @@ from .loss_records import (
     ratio_part,
     steps,
 )
+from .plots import same_curves
 
 #: One colour per ratio criterion, the same in every plot.
 COLORS = {"mse": "tab:blue", "l1": "tab:green", "ce": "tab:red", "off": "tab:gray"}
@@ -192,25 +193,28 @@ def _per_decision_plot(
 
 
 def _draw_grouped(ax: Any, lines: Lines) -> Lines:
-    """Draw ``lines`` (label -> (x, y)), identical series once: where a decision holds
-    the keep ratio at its target, or a ratio loss has no gradient, every criterion's
-    line is the same and each would hide the others, so one line carries all their
-    labels ("mse = l1 = ce = off"). Returns each label's series read back from the line
-    that drew it."""
-    groups: dict[Any, list[str]] = {}
-    for label, (x, y) in lines.items():
-        groups.setdefault((tuple(x), tuple(y), "only" in label), []).append(label)
+    """Draw ``lines`` (label -> (x, y)), identical series once (:func:`same_curves`,
+    solid and dashed kept apart): where a decision holds the keep ratio at its target,
+    or a ratio loss has no gradient, every criterion's line is the same and each would
+    hide the others, so one line carries all their labels ("mse = l1 = ce = off").
+    Returns each label's series read back from the line that drew it."""
+    only = " (ratio loss only)"
+    order = list(lines)
+    groups = [
+        g
+        for dashed in (False, True)
+        for g in same_curves({"": {k: v for k, v in lines.items() if (only in k) == dashed}})
+    ]
+    groups.sort(key=lambda g: order.index(g[0]))  # the drawing order of the labels
     drawn: Lines = {}
-    for members in groups.values():
+    for members in groups:
         x, y = lines[members[0]]
-        only = " (ratio loss only)"
-        if len(members) > 1 and all(m.endswith(only) for m in members):
-            text = " = ".join(m.removesuffix(only) for m in members) + only
-        else:
-            text = " = ".join(members)
+        dashed = members[0].endswith(only)
+        text = " = ".join(m.removesuffix(only) for m in members) + (only if dashed else "")
         crit = members[0].split(" ")[0]
-        style = "--" if "only" in members[0] else "-"
-        (line,) = ax.plot(x, y, style, color=COLORS[crit], label=text, linewidth=1.2)
+        (line,) = ax.plot(
+            x, y, "--" if dashed else "-", color=COLORS[crit], label=text, linewidth=1.2
+        )
         for m in members:
             drawn[m] = (
                 [float(v) for v in line.get_xdata()],
@@ -314,12 +318,12 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
     out: dict[str, Any] = {}
     for ax, (field, title) in zip(axes[:2], ALIGN_YARDSTICKS, strict=True):
-        for row in rows:
+        for i, row in enumerate(rows):
             sel = part[part["align_cell"] == row["align_loss"]]
             x, y = _step_means(sel, lambda r, f=field: r.get(f))
             # Cells can train the same run (``triplet`` summed every epoch is
             # ``triplet_sum``): the line styles keep a covered line visible.
-            style = LINESTYLES[rows.index(row) % len(LINESTYLES)]
+            style = LINESTYLES[i % len(LINESTYLES)]
             ax.plot(x, y, linewidth=1.0, linestyle=style, label=row["align_loss"])
         if levels is not None:
             ax.axhline(levels[field], color="black", linestyle="--", linewidth=0.8, label="_flat")

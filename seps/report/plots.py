@@ -222,9 +222,9 @@ def _plotted(df: pd.DataFrame, matrix: Matrix) -> pd.DataFrame:
     return df[(df["status"] == "done") & df["run_id"].isin([r.id for r in matrix.runs])]
 
 
-def _curve_series(df: pd.DataFrame, matrix: Matrix) -> Curves:
-    """Per profile and panel, the mean curve of every run with a recorded history."""
-    done = _plotted(df, matrix)
+def _curve_series(done: pd.DataFrame, matrix: Matrix) -> Curves:
+    """Per profile and panel, the mean curve of every run of ``done`` (:func:`_plotted`)
+    with a recorded history."""
     series: Curves = {}
     for profile in profiles(done):
         prof = done[done["profile"] == profile]
@@ -268,7 +268,8 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
     {"loss" | "val_rsum": {run_id: (epochs, values)}}}`` read back from the drawn lines
     (a group's members read its one line); empty (no file) without any history.
     """
-    series = _curve_series(df, matrix)
+    done = _plotted(df, matrix)
+    series = _curve_series(done, matrix)
     if not series:
         return {}
     plt = pyplot()
@@ -301,7 +302,8 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         "loss": "hardest-negative triplet, logged (whatever the run trains)",
         "val_rsum": "validation rSum",
     }
-    val_sizes = _val_sizes(_plotted(df, matrix))
+    val_sizes = _val_sizes(done)
+    position = {r.id: i for i, r in enumerate(matrix.runs)}
     out: Curves = {}
     for row, (profile, panels) in enumerate(series.items()):
         out[profile] = {}
@@ -342,7 +344,6 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
             # The epochs themselves as ticks: with one epoch the integer locator still
             # labelled fractions of it.
             ax.set_xticks(sorted({x for xs, _ in panels[name].values() for x in xs}))
-        position = {r.id: i for i, r in enumerate(matrix.runs)}
         order = sorted(handles, key=position.__getitem__)
         texts = [handles[r][1] for r in order]
         rows = sum(t.count("\n") + 1 for t in texts)
