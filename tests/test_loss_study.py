@@ -148,6 +148,8 @@ def test_ratio_curve_points_and_alignment_bars_come_from_the_records(study):
     for kind, per_seed in by_kind.items():
         rsums = [r["metrics"]["rsum"] for r in per_seed.values()]
         assert bars[kind] == pytest.approx(np.mean(rsums))
+        # A dot per seed on each bar: the seeds themselves, not only their mean.
+        assert sorted(series["align"]["rsum_seeds"][kind]) == pytest.approx(sorted(rsums))
 
 
 def _align_records(records: list[dict]) -> dict[str, dict[int, dict]]:
@@ -364,3 +366,39 @@ def test_none_went_flat_counts_only_the_cells_whose_records_logged_the_batch_tri
     assert line.startswith("- No alignment cell's similarities went flat: in each of the 1 ")
     (flat_line,) = _flat_statements([{**row, "last_triplets": dict(levels)}])
     assert "**`triplet`: the similarities went flat.**" in flat_line
+
+
+def test_a_bimodal_alignment_cell_gives_each_groups_mean_not_a_mean_and_interval(tmp_path):
+    """Table 2's rSum of a cell with seeds at chance and seeds that learned is `k of n
+    functional` with each group's mean (seps/report/bimodal.py), and the section says so;
+    a one-mode cell keeps its mean ± CI."""
+    root = tmp_path / "ablations"
+    (root / "matrices").mkdir(parents=True)
+    repo = Path(__file__).resolve().parents[1]
+    for name in ("differences.yaml", "paper_figures.yaml"):
+        (root / name).write_text((repo / "seps" / "definitions" / name).read_text())
+    matrix = {
+        "name": "ls",
+        "baseline": "align/triplet",
+        "sections": ["loss-study"],
+        "runs": [
+            {
+                "grid": {"preset": ["paper"], "align_loss": ["triplet", "infonce"]},
+                "id": "align/{align_loss}",
+            }
+        ],
+    }
+    (root / "matrices" / "ls.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
+    # 1,000 test images: chance 3.2, broken at <= 6.4; infonce's seed 1 is broken.
+    sides = {"triplet": (200.0, 204.0, 196.0), "infonce": (210.0, 3.0, 205.0)}
+    for kind, values in sides.items():
+        for seed, v in enumerate(values):
+            path = tmp_path / "results" / "ls" / f"align_{kind}-{kind}{seed}-s{seed}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({**_align_record(kind, seed, v), "eval_images": 1000}))
+    text = write_report("ls", tmp_path / "results", tmp_path / "reports", root=root).read_text()
+    study = text.split("## Loss study")[1].split("\n## ")[0]
+    table = {r.split("|")[1].strip(): r for r in study.splitlines() if r.startswith("| ")}
+    assert "| 2 of 3 functional: 207.5; broken: 3.0 |" in table["infonce"]
+    assert "functional" not in table["triplet"] and "200.0 ± " in table["triplet"]
+    assert "`infonce`: 2 of 3 seeds functional (mean rSum 207.5; broken seed 1: 3.0)." in study

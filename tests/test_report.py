@@ -457,3 +457,19 @@ def test_a_bar_repeating_an_earlier_bars_numbers_is_marked_as_the_same_training(
     # One seed each: equal means are too likely by chance to be called the same numbers.
     single = pd.DataFrame([row("f", 1.5, math.nan, n=1), row("g", 1.5, math.nan, n=1)])
     assert _bar_notes(single) == ["1 seed, no CI", "1 seed, no CI"]
+
+
+def test_a_bimodal_bar_says_how_many_seeds_are_functional():
+    import pandas as pd
+
+    from seps.report.bimodal import split_seeds
+    from seps.report.plots import _bar_notes
+
+    side = {s: {"rsum": r, "eval_images": 1000} for s, r in enumerate([210.0, 2.0, 205.0])}
+    split = split_seeds("x", side)
+    rows = [
+        {"run_id": run, "rsum_mean": m, "rsum_ci": 5.0, "delta_rsum_mean": d}
+        | {"delta_rsum_ci": 4.0, "n": 3, "identical": False, "split": sp}
+        for run, m, d, sp in (("x", 139.0, -70.0, split), ("y", 210.0, 1.0, None))
+    ]
+    assert _bar_notes(pd.DataFrame(rows)) == ["bimodal: 2 of 3 seeds functional", None]

@@ -16,6 +16,7 @@ import yaml
 from ablation_roots import make_ablation_root
 from test_scorecard import MEASURED, SCALED, VERDICT, _rows
 
+from seps.report import write_report
 from seps.report.bimodal import BROKEN_FACTOR, bimodal_sides, broken_limit, split_seeds
 from seps.report.chance import chance_rsum
 from seps.report.scorecard import write_scorecard
@@ -134,3 +135,29 @@ def test_bimodal_verdict_names_only_a_test_verdict():
     assert bimodal_verdict("supported", [split]).endswith("`flaky` 3 of 5 seeds functional")
     assert bimodal_verdict("no records yet", [split]) == "no records yet"
     assert bimodal_verdict("not detected", []) == "not detected"
+
+
+def test_matrix_page_gives_a_bimodal_run_each_groups_mean(tmp_path: Path):
+    """The matrix page, like the scorecard: the results table's rSum cell of a bimodal run
+    holds `k of n functional` with each group's mean, not a mean ± CI, and a bullet under
+    "What this run shows" names the run; a one-mode run keeps its mean ± CI."""
+    root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
+    folder = tmp_path / "results" / "mini"
+    folder.mkdir(parents=True)
+    for run in RSUM:
+        for s in range(5):
+            path = folder / f"{run}-k-{run}-s{s}.json"
+            path.write_text(json.dumps(_record(run, s), sort_keys=True))
+    text = write_report("mini", tmp_path / "results", tmp_path / "reports", root=root).read_text()
+    rows = {
+        cells[1].strip(): cells
+        for line in text.splitlines()
+        if line.startswith("| ") and len(cells := line.split("|")) > 10
+    }
+    assert any(c.strip() == "3 of 5 functional: 210.3; broken: 0.4" for c in rows["flaky"])
+    assert not any("functional" in c for c in rows["steady"] + rows["base (baseline)"])
+    bullet = next(line for line in text.splitlines() if line.startswith("- Bimodal:"))
+    assert f"at most {BROKEN_FACTOR:g} × chance" in bullet
+    assert bullet.endswith(
+        "`flaky`: 3 of 5 seeds functional (mean rSum 210.3; broken seeds 2, 3: 0.4)."
+    )

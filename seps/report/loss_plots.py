@@ -21,6 +21,7 @@ import torch
 from ..formatting import LINESTYLES, pyplot, save_png
 from ..losses import ratio_penalty, ratio_target_bin
 from ..train_config import TrainConfig
+from .bimodal import split_seeds
 from .loss_records import (
     CRITERIA,
     DECISIONS,
@@ -306,27 +307,52 @@ ALIGN_YARDSTICKS = (
 def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     """Left and middle: the two batch yardsticks (:data:`ALIGN_YARDSTICKS`) per
     training step, mean over seeds, one line per alignment loss, with their level when
-    every similarity of a batch is equal (:func:`flat_levels`) dashed. Right: test rSum
-    per alignment loss, mean with 95% CI over seeds."""
+    every similarity of a batch is equal (:func:`flat_levels`) dashed; cells with
+    identical curves (``triplet`` summed every epoch is ``triplet_sum``'s training)
+    share one line, labelled with both. Right: test rSum per alignment loss, bar the
+    mean with its 95% CI over seeds, a dot per seed; a bimodal cell
+    (:mod:`seps.report.bimodal`) has no interval and says ``k of n functional``."""
     rows = align_rows(done)
     if not rows:
         path.unlink(missing_ok=True)
         return {}
     part = done[[is_align_variant(h) for h in done["head_config"]]]
     levels = flat_levels(part)
+    curves = {
+        field: {
+            r["align_loss"]: _step_means(
+                part[part["align_cell"] == r["align_loss"]], lambda s, f=field: s.get(f)
+            )
+            for r in rows
+        }
+        for field, _ in ALIGN_YARDSTICKS
+    }
+    groups = same_curves(curves)
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
     out: dict[str, Any] = {}
     for ax, (field, title) in zip(axes[:2], ALIGN_YARDSTICKS, strict=True):
-        for i, row in enumerate(rows):
-            sel = part[part["align_cell"] == row["align_loss"]]
-            x, y = _step_means(sel, lambda r, f=field: r.get(f))
-            # Cells can train the same run (``triplet`` summed every epoch is
-            # ``triplet_sum``): the line styles keep a covered line visible.
-            style = LINESTYLES[i % len(LINESTYLES)]
-            ax.plot(x, y, linewidth=1.0, linestyle=style, label=row["align_loss"])
+        out[field] = {}
+        for i, members in enumerate(groups):
+            x, y = curves[field][members[0]]
+            (line,) = ax.plot(
+                x,
+                y,
+                linewidth=1.2,
+                color=f"C{i}",
+                linestyle=LINESTYLES[i % len(LINESTYLES)],
+                label=" = ".join(members),
+            )
+            for m in members:
+                out[field][m] = (
+                    [float(v) for v in line.get_xdata()],
+                    [float(v) for v in line.get_ydata()],
+                )
         if levels is not None:
-            ax.axhline(levels[field], color="black", linestyle="--", linewidth=0.8, label="_flat")
+            # Beneath the lines: a cell that collapsed lies on this level.
+            ax.axhline(
+                levels[field], color="0.5", linestyle="--", linewidth=0.8, label="_flat", zorder=1
+            )
             ax.annotate(
                 "all similarities equal",
                 (0.01, levels[field]),
@@ -338,27 +364,43 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
         ax.set_xlabel("training step")
         ax.set_ylim(0, ax.get_ylim()[1] * 1.06)
         ax.grid(alpha=0.3)
-        out[field] = _read_lines(ax)
     # One legend for both panels (the same cells, colours and styles), where the middle
     # panel has room: below the flat level.
     axes[1].legend(fontsize=7, frameon=False, loc="lower right")
-    ax2 = axes[2]
-    names = [r["align_loss"] for r in rows]
-    means = [r["rsum"][0] for r in rows]
-    halves = [r["rsum"][1] if r["rsum"][2] > 1 else 0.0 for r in rows]
-    bars = ax2.bar(range(len(rows)), means, yerr=halves, capsize=4, color="tab:blue", alpha=0.7)
-    ax2.set_xticks(range(len(rows)), names, rotation=20, fontsize=8)
-    ax2.set_title("test rSum per alignment loss (95% CI over seeds)", fontsize=9)
-    ax2.grid(alpha=0.3, axis="y")
-    out.update(
-        {
-            "flat": levels,
-            "rsum": {n: float(b.get_height()) for n, b in zip(names, bars.patches, strict=True)},
-            "seeds": {r["align_loss"]: r["seeds"] for r in rows},
-        }
-    )
+    out.update(_rsum_bars(axes[2], rows, groups))
+    out["flat"] = levels
+    out["seeds"] = {r["align_loss"]: r["seeds"] for r in rows}
     save_png(fig, path)
     return out
+
+
+def _rsum_bars(ax: Any, rows: list[dict[str, Any]], groups: list[list[str]]) -> dict[str, Any]:
+    """The rSum panel of :func:`plot_alignment`: one bar per group of cells that trained
+    alike, in the groups' colours; returns each cell's bar height and seed dots."""
+    by = {r["align_loss"]: r for r in rows}
+    heights: dict[str, float] = {}
+    dots: dict[str, list[float]] = {}
+    ticks = []
+    for i, members in enumerate(groups):
+        r = by[members[0]]
+        mean, half, n = r["rsum"]
+        split = split_seeds(members[0], r["by_seed"])
+        bimodal = split.bimodal
+        ax.bar(i, mean, color=f"C{i}", alpha=0.6)
+        if n > 1 and not bimodal:
+            ax.errorbar(i, mean, yerr=half, color="black", capsize=4, linewidth=1)
+        ys = [float(v) for v in r["rsum_by_seed"].values()]
+        ax.plot([i] * len(ys), ys, "o", color="black", markersize=3, label="_seeds")
+        name = "\n= ".join(members)
+        ticks.append(
+            f"{name}\n({len(split.functional)} of {split.n} functional)" if bimodal else name
+        )
+        for m in members:
+            heights[m], dots[m] = float(mean), ys
+    ax.set_xticks(range(len(groups)), ticks, rotation=25, ha="right", fontsize=8)
+    ax.set_title("test rSum per alignment loss (bar: mean, 95% CI; dots: seeds)", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    return {"rsum": heights, "rsum_seeds": dots}
 
 
 __all__ = [

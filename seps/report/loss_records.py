@@ -236,7 +236,7 @@ def ratio_rows(done: pd.DataFrame) -> list[dict[str, Any]]:
 #: within this fraction of their levels with every similarity of a batch equal
 #: (:func:`flat_levels`). A stated threshold, not a test: at ``standard`` the flat
 #: ``triplet_hardest`` cell's last epoch sits 0.5% (summed) and 0.4% (hardest) off,
-#: ``triplet_sum``'s 88% below and 38% above.
+#: ``triplet_sum``'s 88% below and 40% above (AMD EPYC records; 38% on the Intel ones).
 FLAT_TOLERANCE = 0.02
 
 

@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..formatting import DASH, fmt, fmt_ci, markdown_table
 from ..stats import ALPHA, paired_test
+from .bimodal import BROKEN_FACTOR, rsum_cell, split_seeds
 from .compare import Comparison, Family, compare, family_of
 from .loss_plots import plot_alignment, plot_grad_norm, plot_keep_ratio, plot_ratio_curves
 from .loss_records import (
@@ -62,6 +63,32 @@ def _f(x: float, digits: int = 3) -> str:
 
 def _ci(m: tuple[float, float, int], digits: int = 1) -> str:
     return fmt_ci(m[0], m[1], m[2], digits)
+
+
+def _cell_name(r: dict[str, Any]) -> str:
+    """A Table 1 or Table 2 row's name in text."""
+    if "align_loss" in r:
+        return r["align_loss"]
+    return "/".join(str(r[k]) for k in ("decision", "criterion", "form"))
+
+
+def _rsum(r: dict[str, Any]) -> str:
+    """A cell's rSum: mean ± CI, or each group's mean when its seeds split into broken
+    and functional ones (:func:`seps.report.bimodal.rsum_cell`)."""
+    return rsum_cell(_cell_name(r), r.get("by_seed", {}), _ci(r["rsum"]))
+
+
+def _bimodal_statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[str]:
+    """One bullet naming the cells whose seeds split into broken and functional ones."""
+    splits = [s for r in [*rows, *arows] if (s := split_seeds(_cell_name(r), r["by_seed"])).bimodal]
+    if not splits:
+        return []
+    return [
+        f"- **Bimodal cells:** some seeds at chance level (test rSum at most "
+        f"{BROKEN_FACTOR:g} × chance), the others learned, so the tables give each group's "
+        "mean rSum instead of a mean ± CI, and a Δ with such a cell mixes the two: "
+        f"{'; '.join(s.text() for s in splits)}."
+    ]
 
 
 def _acts(rows: list[dict[str, Any]], decision: str) -> tuple[bool, list[dict[str, Any]]]:
@@ -176,6 +203,7 @@ def statements(
             out += _mse_vs_ce(rs, decision, comps, family)
             out += _seed_ratio_claim(rs, comps.get(("mse-ce", decision, PLOT_FORM)), family)
     out += _align_statements(arows, comps, family)
+    out += _bimodal_statements(rows, arows)
     return out
 
 
@@ -258,7 +286,7 @@ def _mse_vs_ce(
         out.append(
             f"  - form={form}: final keep ratio MSE {_f(m['keep_final'])} vs CE "
             f"{_f(c['keep_final'])} (target {m['target']:g}; {closer}; plot "
-            f"'keep ratio'). rSum MSE {_ci(m['rsum'])} vs CE {_ci(c['rsum'])}; MSE − CE = "
+            f"'keep ratio'). rSum MSE {_rsum(m)} vs CE {_rsum(c)}; MSE − CE = "
             f"{_diff_text(d, family)} (Table 1)."
         )
     out += _scaled_statements(rs, decision, comps, family)
@@ -282,7 +310,7 @@ def _scaled_statements(
             f"  - form={r['form']}, `{r['criterion']}` at equal initial gradient norm (weight "
             f"{r['weight']:.4g} instead of {m['weight']:g}; initial ratio gradient "
             f"{r['ratio_grad_initial']:.3g} vs MSE's {m['ratio_grad_initial']:.3g}): rSum "
-            f"{_ci(r['rsum'])}; MSE − {r['criterion']} = {_diff_text(d, family)} (Table 1)."
+            f"{_rsum(r)}; MSE − {r['criterion']} = {_diff_text(d, family)} (Table 1)."
         )
     return out
 
@@ -298,7 +326,7 @@ def _align_statements(arows: list[dict[str, Any]], comps: Comparisons, family: F
         better = better if sig else "not separated from InfoNCE"
         out.append(
             f"- **Hardest-negative triplet vs multi-positive InfoNCE:** rSum "
-            f"{_ci(h['rsum'])} vs {_ci(n['rsum'])}; triplet − InfoNCE = "
+            f"{_rsum(h)} vs {_rsum(n)}; triplet − InfoNCE = "
             f"{_diff_text(d, family)}: the hardest-negative triplet is {better} here "
             "(Table 2; plot 'alignment losses')."
         )
@@ -353,7 +381,7 @@ def _flat_statements(arows: list[dict[str, Any]]) -> list[str]:
             f"{lv['align_sum']:.1f} (2 B (B − 1) m), over the hardest negative "
             f"{got['align_hardest']:.2f} against {lv['align_hardest']:.2f} (2 B m), mean "
             f"over {r['seeds']} seeds, both within {FLAT_TOLERANCE:.0%}; its rSum is "
-            f"{_ci(r['rsum'])} (Table 2; plot 'alignment losses')."
+            f"{_rsum(r)} (Table 2; plot 'alignment losses')."
         )
     return out
 
@@ -374,7 +402,7 @@ def ratio_table(rows: list[dict[str, Any]], dense_column: bool = False) -> str:
             DASH if math.isnan(r["ratio_grad_initial"]) else f"{r['ratio_grad_initial']:.2e}",
             DASH if math.isnan(r["ratio_grad_max"]) else f"{r['ratio_grad_max']:.2e}",
             DASH if math.isnan(r["selector_grad_mean"]) else f"{r['selector_grad_mean']:.2e}",
-            _ci(r["rsum"]),
+            _rsum(r),
         ]
         for r in rows
     ]
@@ -415,7 +443,7 @@ def align_table(
         d = comps.get(("vs-triplet", r["align_loss"]))
         dense = [r["dense"]] if dense_column else []
         delta = _diff_text(d, family) if d else _untested(r["align_loss"], arows)
-        body.append([r["align_loss"], *dense, r["seeds"], _ci(r["rsum"]), delta])
+        body.append([r["align_loss"], *dense, r["seeds"], _rsum(r), delta])
     headers = ["alignment loss", "seeds", "rSum", "Δ rSum vs triplet (official)"]
     if dense_column:
         headers.insert(1, DENSE_COLUMN)

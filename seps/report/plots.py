@@ -75,15 +75,18 @@ def _same_numbers(sub: pd.DataFrame) -> list[str | None]:
 
 
 def _bar_notes(sub: pd.DataFrame) -> list[str | None]:
-    """Per bar of one panel, why it has no (visible) error bar, why it is no test, or
-    that it repeats an earlier bar's numbers (one training under several ids)."""
+    """Per bar of one panel, why it has no (visible) error bar, why it is no test, that
+    it repeats an earlier bar's numbers (one training under several ids), or that its
+    seeds split into broken and functional ones (its interval then spans both)."""
     blind = sub["blind"].notna().tolist() if "blind" in sub else [False] * len(sub)
     # A comparison whose learned part did not train (seps.report.frozen) keeps its bar.
     frozen = sub["frozen"].notna().tolist() if "frozen" in sub else [False] * len(sub)
+    # A bimodal run (seps.report.bimodal): its Δ's mean and CI mix two groups.
+    splits = sub["split"].tolist() if "split" in sub else [None] * len(sub)
     cis = sub["delta_rsum_ci"].to_numpy(dtype=float)
     out: list[str | None] = []
-    for ident, nt, fr, twin, ci in zip(
-        sub["identical"].tolist(), blind, frozen, _same_numbers(sub), cis, strict=True
+    for ident, nt, fr, twin, ci, sp in zip(
+        sub["identical"].tolist(), blind, frozen, _same_numbers(sub), cis, splits, strict=True
     ):
         out.append(
             "identical to its reference"
@@ -96,6 +99,8 @@ def _bar_notes(sub: pd.DataFrame) -> list[str | None]:
             if twin
             else "1 seed, no CI"
             if np.isnan(ci)
+            else f"bimodal: {len(sp.functional)} of {sp.n} seeds functional"
+            if sp is not None
             else None
         )
     return out

@@ -28,6 +28,7 @@ from ..formatting import (
 )
 from ..machine_load import BUSY_MARGIN
 from ..stats import ALPHA, mean_ci
+from .bimodal import BROKEN_FACTOR
 from .compare import Family
 from .records import (
     DENSE_COLUMN,
@@ -217,7 +218,7 @@ def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
                 r["describe"],
                 *([r["dense_protocol"]] if dense_column else []),
                 seeds_text(r),
-                *(fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"]) for m in METRICS),
+                *(_metric_cell(r, m) for m in METRICS),
                 delta_text(r, mark=False),
                 p_text(r),
                 p_adj_text(r),
@@ -225,6 +226,14 @@ def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
             ]
         )
     return markdown_table(rows, headers)
+
+
+def _metric_cell(r: Mapping[str, Any], m: str) -> str:
+    """Mean ± CI of metric ``m``; for the rSum of a bimodal run, each group's mean
+    (:meth:`seps.report.bimodal.Split.cell`), which a mean ± CI would hide."""
+    if m == "rsum" and r.get("split") is not None:
+        return r["split"].cell()
+    return fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"])
 
 
 # --------------------------------------------------------------------------- findings
@@ -275,11 +284,22 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
             f"- The baseline `{matrix.baseline}` is text-blind ({base['blind']}), so no "
             "variant can be compared with it."
         )
+    elif base.get("split") is not None:
+        lines.append(f"- Baseline {base['split'].text()}.")
     else:
         lines.append(
             f"- Baseline `{matrix.baseline}`: rSum "
             f"{fmt_ci(base['rsum_mean'], base['rsum_ci'], base['n'])} over {base['n']} "
             f"seed{'s' if base['n'] > 1 else ''}."
+        )
+    bimodal = [r["split"] for r in prof if r.get("split") is not None]
+    if bimodal:
+        lines.append(
+            "- Bimodal: some seeds at chance level (test rSum at most "
+            f"{BROKEN_FACTOR:g} × chance), the others learned, so a mean ± CI would describe "
+            "neither group; the table gives each group's mean rSum, and a Δ with this run "
+            "mixes the two (seps/report/bimodal.py): "
+            f"{'; '.join(s.text() for s in bimodal)}."
         )
     identical = [r for r in others if r["identical"]]
     blind = [r for r in others if r["blind"] and not r["identical"]]

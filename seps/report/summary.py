@@ -22,6 +22,7 @@ import pandas as pd
 from ..ablations import Matrix
 from ..formatting import DASH, NA, fmt, fmt_ci, is_missing
 from ..stats import ALPHA, mean_ci, paired_mark
+from .bimodal import split_seeds
 from .blind import BLIND, text_blind_reason
 from .compare import Comparison, Family, compare, family_of
 from .frozen import with_frozen
@@ -44,6 +45,7 @@ SUMMARY_COLUMNS = (
     "n_failed",
     "seeds",
     *(f"{m}_{s}" for m in METRICS for s in ("mean", "ci")),
+    "split",
     "delta_rsum_mean",
     "delta_rsum_ci",
     "delta_p",
@@ -93,7 +95,9 @@ def summarise_current(
     difference, paper_row, is_baseline, reference`` (None, or the run the Δ is measured
     against when it is not the baseline: :meth:`~seps.ablations.Matrix.reference`, a
     revert's own preset), ``n, n_failed, seeds``, ``<metric>_mean`` and
-    ``<metric>_ci`` for the six recalls and ``rsum``, ``delta_rsum_mean, delta_rsum_ci,
+    ``<metric>_ci`` for the six recalls and ``rsum``, ``split`` (the run's
+    :class:`~seps.report.bimodal.Split` when some seeds are broken and others functional,
+    else None: the tables then give each group's mean rSum), ``delta_rsum_mean, delta_rsum_ci,
     delta_p`` (raw), ``delta_p_adj`` (corrected in ``family``, default: the family of this
     summary's tests; NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
     ``identical``, ``text-blind``, ``n/a``, ``*`` or ``ns`` on the corrected p),
@@ -141,6 +145,8 @@ def summarise_current(
                 mean, half, _ = mean_ci(done[m].tolist())
                 row[f"{m}_mean"], row[f"{m}_ci"] = mean, half
             by_seed = {int(r["seed"]): r for r in done.to_dict("records")}
+            split = split_seeds(run.id, by_seed)
+            row["split"] = split if split.bimodal else None
             c = with_frozen(compare(by_seed, base_by_seed), base_by_seed, by_seed)
             paired = [float(base_by_seed[s]["rsum"]) for s in by_seed if s in base_by_seed]
             protocols = sorted({dense_pair(r) for r in by_seed.values()})
