@@ -402,3 +402,19 @@ def test_a_bimodal_alignment_cell_gives_each_groups_mean_not_a_mean_and_interval
     assert "| 2 of 3 functional: 207.5; broken: 3.0 |" in table["infonce"]
     assert "functional" not in table["triplet"] and "200.0 ± " in table["triplet"]
     assert "`infonce`: 2 of 3 seeds functional (mean rSum 207.5; broken seed 1: 3.0)." in study
+
+
+def test_alignment_cells_share_a_bar_only_when_curves_and_seed_rsums_are_equal():
+    """Two cells without logged batch curves have equal (empty) curves but are not one
+    training; two with equal curves and equal seed rSums are."""
+    from seps.report.loss_plots import _trained_alike
+
+    def row(name: str, rsums: tuple[float, ...]) -> dict:
+        return {"align_loss": name, "rsum_by_seed": dict(enumerate(rsums))}
+
+    empty = {f: {n: ([], []) for n in ("a", "b")} for f in ("align_sum", "align_hardest")}
+    assert _trained_alike([row("a", (1.0, 2.0)), row("b", (1.0, 2.0))], empty) == [["a"], ["b"]]
+    curve = ([0.0, 1.0], [5.0, 4.0])
+    same = {f: {n: curve for n in ("a", "b", "c")} for f in ("align_sum", "align_hardest")}
+    rows = [row("a", (1.0, 2.0)), row("b", (1.0, 2.0)), row("c", (1.0, 3.0))]
+    assert _trained_alike(rows, same) == [["a", "b"], ["c"]]

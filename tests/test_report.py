@@ -473,3 +473,21 @@ def test_a_bimodal_bar_says_how_many_seeds_are_functional():
         for run, m, d, sp in (("x", 139.0, -70.0, split), ("y", 210.0, 1.0, None))
     ]
     assert _bar_notes(pd.DataFrame(rows)) == ["bimodal: 2 of 3 seeds functional", None]
+
+
+def test_a_bar_measured_against_a_bimodal_reference_says_so():
+    import pandas as pd
+
+    from seps.report.bimodal import split_seeds
+    from seps.report.plots import _bar_notes
+
+    side = {s: {"rsum": r, "eval_images": 1000} for s, r in enumerate([2.0, 80.0, 60.0])}
+    ref = split_seeds("base", side)
+    rows = [
+        {"run_id": "v", "rsum_mean": 90.0, "rsum_ci": 5.0, "delta_rsum_mean": 42.0}
+        | {"delta_rsum_ci": 4.0, "n": 3, "identical": False, "split": None}
+    ]
+    assert _bar_notes(pd.DataFrame(rows), {"v": ref}) == [
+        "vs a bimodal base: 2 of 3 seeds functional"
+    ]
+    assert _bar_notes(pd.DataFrame(rows), {"v": None}) == [None]

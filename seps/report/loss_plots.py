@@ -308,10 +308,11 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     """Left and middle: the two batch yardsticks (:data:`ALIGN_YARDSTICKS`) per
     training step, mean over seeds, one line per alignment loss, with their level when
     every similarity of a batch is equal (:func:`flat_levels`) dashed; cells with
-    identical curves (``triplet`` summed every epoch is ``triplet_sum``'s training)
-    share one line, labelled with both. Right: test rSum per alignment loss, bar the
+    identical curves and seed rSums (``triplet`` summed every epoch is ``triplet_sum``'s
+    training) share one line, labelled with both. Right: test rSum per alignment loss, bar the
     mean with its 95% CI over seeds, a dot per seed; a bimodal cell
-    (:mod:`seps.report.bimodal`) has no interval and says ``k of n functional``."""
+    (:mod:`seps.report.bimodal`) has a faint bar, no interval, a line at each group's mean
+    and says ``k of n functional``."""
     rows = align_rows(done)
     if not rows:
         path.unlink(missing_ok=True)
@@ -327,7 +328,7 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
         }
         for field, _ in ALIGN_YARDSTICKS
     }
-    groups = same_curves(curves)
+    groups = _trained_alike(rows, curves)
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
     out: dict[str, Any] = {}
@@ -374,6 +375,22 @@ def plot_alignment(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     return out
 
 
+def _trained_alike(rows: list[dict[str, Any]], curves: dict[str, Lines]) -> list[list[str]]:
+    """The alignment cells grouped where both batch curves and every seed's rSum are
+    equal (one training under two labels); a cell with no logged curve stays alone, since
+    empty curves are equal without saying anything."""
+    panels: dict[str, Any] = {**curves, "rsum": {}}
+    for r in rows:
+        name = r["align_loss"]
+        seeds = sorted(r["rsum_by_seed"].items())
+        logged = any(curves[f][name][0] for f in curves)
+        # An unlogged cell's own name in its key keeps it from matching another.
+        panels["rsum"][name] = ([s for s, _ in seeds], [v for _, v in seeds]) + (
+            () if logged else ([name],)
+        )
+    return same_curves(panels)
+
+
 def _rsum_bars(ax: Any, rows: list[dict[str, Any]], groups: list[list[str]]) -> dict[str, Any]:
     """The rSum panel of :func:`plot_alignment`: one bar per group of cells that trained
     alike, in the groups' colours; returns each cell's bar height and seed dots."""
@@ -386,8 +403,13 @@ def _rsum_bars(ax: Any, rows: list[dict[str, Any]], groups: list[list[str]]) -> 
         mean, half, n = r["rsum"]
         split = split_seeds(members[0], r["by_seed"])
         bimodal = split.bimodal
-        ax.bar(i, mean, color=f"C{i}", alpha=0.6)
-        if n > 1 and not bimodal:
+        # A bimodal cell's mean is a value no seed reached: its bar is faint, each
+        # group's mean a short black line.
+        ax.bar(i, mean, color=f"C{i}", alpha=0.2 if bimodal else 0.6)
+        if bimodal:
+            for m in (split.functional_mean, split.broken_mean):
+                ax.plot([i - 0.3, i + 0.3], [m, m], color="black", linewidth=1.5, label="_group")
+        elif n > 1:
             ax.errorbar(i, mean, yerr=half, color="black", capsize=4, linewidth=1)
         ys = [float(v) for v in r["rsum_by_seed"].values()]
         ax.plot([i] * len(ys), ys, "o", color="black", markersize=3, label="_seeds")

@@ -69,7 +69,8 @@ def _cell_name(r: dict[str, Any]) -> str:
     """A Table 1 or Table 2 row's name in text."""
     if "align_loss" in r:
         return r["align_loss"]
-    return "/".join(str(r[k]) for k in ("decision", "criterion", "form"))
+    name = "/".join(str(r[k]) for k in ("decision", "criterion", "form"))
+    return f"{name} (weight {r['weight']:.4g})" if r.get("scaled") else name
 
 
 def _rsum(r: dict[str, Any]) -> str:
@@ -80,14 +81,19 @@ def _rsum(r: dict[str, Any]) -> str:
 
 def _bimodal_statements(rows: list[dict[str, Any]], arows: list[dict[str, Any]]) -> list[str]:
     """One bullet naming the cells whose seeds split into broken and functional ones."""
-    splits = [s for r in [*rows, *arows] if (s := split_seeds(_cell_name(r), r["by_seed"])).bimodal]
-    if not splits:
+    # The paper default is both a Table 1 and a Table 2 row: name each cell once.
+    texts = dict.fromkeys(
+        s.text()
+        for r in [*rows, *arows]
+        if (s := split_seeds(_cell_name(r), r.get("by_seed", {}))).bimodal
+    )
+    if not texts:
         return []
     return [
         f"- **Bimodal cells:** some seeds at chance level (test rSum at most "
-        f"{BROKEN_FACTOR:g} × chance), the others learned, so the tables give each group's "
-        "mean rSum instead of a mean ± CI, and a Δ with such a cell mixes the two: "
-        f"{'; '.join(s.text() for s in splits)}."
+        f"{BROKEN_FACTOR:g} × chance), the others above it, so the tables give each "
+        "group's mean rSum instead of a mean ± CI, and a Δ with such a cell mixes the two: "
+        f"{'; '.join(texts)}."
     ]
 
 

@@ -74,10 +74,12 @@ def _same_numbers(sub: pd.DataFrame) -> list[str | None]:
     return out
 
 
-def _bar_notes(sub: pd.DataFrame) -> list[str | None]:
+def _bar_notes(sub: pd.DataFrame, ref_splits: Mapping[str, Any] | None = None) -> list[str | None]:
     """Per bar of one panel, why it has no (visible) error bar, why it is no test, that
     it repeats an earlier bar's numbers (one training under several ids), or that its
-    seeds split into broken and functional ones (its interval then spans both)."""
+    seeds split into broken and functional ones (its interval then spans both), or that
+    its reference's do (``ref_splits``: per row's run id, the reference's bimodal
+    :class:`~seps.report.bimodal.Split`, or None)."""
     blind = sub["blind"].notna().tolist() if "blind" in sub else [False] * len(sub)
     # A comparison whose learned part did not train (seps.report.frozen) keeps its bar.
     frozen = sub["frozen"].notna().tolist() if "frozen" in sub else [False] * len(sub)
@@ -100,10 +102,26 @@ def _bar_notes(sub: pd.DataFrame) -> list[str | None]:
             else "1 seed, no CI"
             if np.isnan(ci)
             else f"bimodal: {len(sp.functional)} of {sp.n} seeds functional"
-            if sp is not None
+            if not is_missing(sp)
             else None
         )
+    for i, run_id in enumerate(sub["run_id"]):
+        ref = (ref_splits or {}).get(run_id)
+        if out[i] is None and not is_missing(ref):
+            out[i] = f"vs a bimodal {ref.run}: {len(ref.functional)} of {ref.n} seeds functional"
     return out
+
+
+def _reference_splits(summary: pd.DataFrame, matrix: Matrix, profile: str) -> dict[str, Any]:
+    """Per run of ``profile``, the bimodal split of the run its Δ is measured against
+    (the baseline, or a revert's own preset), or None."""
+    prof = summary[summary["profile"] == profile]
+    splits = dict(zip(prof["run_id"], prof["split"], strict=True)) if "split" in prof else {}
+    refs = prof["reference"] if "reference" in prof else [None] * len(prof)
+    return {
+        run: splits.get(matrix.baseline if is_missing(ref) else ref)
+        for run, ref in zip(prof["run_id"], refs, strict=True)
+    }
 
 
 def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, dict[str, Any]]:
@@ -129,7 +147,10 @@ def plot_delta(summary: pd.DataFrame, matrix: Matrix, path: Path) -> dict[str, d
     # the width from the axes, and the two-line x label then ran off the right edge: keep
     # about 5.8 in for the axes beside the labels (8 in, as before, for short ids).
     longest = max(len(str(r)) for r in data["run_id"])
-    notes = {p: _bar_notes(data[data["profile"] == p]) for p in panels}
+    notes = {
+        p: _bar_notes(data[data["profile"] == p], _reference_splits(summary, matrix, p))
+        for p in panels
+    }
     note_width = max((len(n) for per in notes.values() for n in per if n), default=0)
     fig, axes = plt.subplots(
         len(panels),

@@ -296,7 +296,7 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
     if bimodal:
         lines.append(
             "- Bimodal: some seeds at chance level (test rSum at most "
-            f"{BROKEN_FACTOR:g} × chance), the others learned, so a mean ± CI would describe "
+            f"{BROKEN_FACTOR:g} × chance), the others above it, so a mean ± CI would describe "
             "neither group; the table gives each group's mean rSum, and a Δ with this run "
             "mixes the two (seps/report/bimodal.py): "
             f"{'; '.join(s.text() for s in bimodal)}."
