@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from ablation_roots import make_ablation_root
 
 from seps.ablations import load_matrix
 from seps.cli import main
@@ -239,11 +239,6 @@ def test_report_family_spans_results_and_loss_study(tmp_path):
     """The results table tests infonce and triplet_hardest against triplet; the section
     prints those two again (the same records: the same tests) and triplet_hardest against
     infonce: 3 tests in the report's one family, Holm-corrected together."""
-    repo = Path(__file__).resolve().parents[1]
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    for name in ("differences.yaml", "paper_figures.yaml"):
-        (root / name).write_text((repo / "seps" / "definitions" / name).read_text())
     matrix = {
         "name": "ls",
         "baseline": "align/triplet",
@@ -258,7 +253,7 @@ def test_report_family_spans_results_and_loss_study(tmp_path):
             },
         ],
     }
-    (root / "matrices" / "ls.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
+    root = make_ablation_root(tmp_path / "ablations", {"ls": matrix})
     # Per seed: triplet 0, 6, -6; infonce +12, +15, +12 over it; hardest +6, -6, -3 over it.
     base = (100.0, 106.0, 94.0)
     sides = {
@@ -372,11 +367,6 @@ def test_a_bimodal_alignment_cell_gives_each_groups_mean_not_a_mean_and_interval
     """Table 2's rSum of a cell with seeds at chance and seeds that learned is `k of n
     functional` with each group's mean (seps/report/bimodal.py), and the section says so;
     a one-mode cell keeps its mean ± CI."""
-    root = tmp_path / "ablations"
-    (root / "matrices").mkdir(parents=True)
-    repo = Path(__file__).resolve().parents[1]
-    for name in ("differences.yaml", "paper_figures.yaml"):
-        (root / name).write_text((repo / "seps" / "definitions" / name).read_text())
     matrix = {
         "name": "ls",
         "baseline": "align/triplet",
@@ -388,7 +378,7 @@ def test_a_bimodal_alignment_cell_gives_each_groups_mean_not_a_mean_and_interval
             }
         ],
     }
-    (root / "matrices" / "ls.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
+    root = make_ablation_root(tmp_path / "ablations", {"ls": matrix})
     # 1,000 test images: chance 3.2, broken at <= 6.4; infonce's seed 1 is broken.
     sides = {"triplet": (200.0, 204.0, 196.0), "infonce": (210.0, 3.0, 205.0)}
     for kind, values in sides.items():

@@ -77,6 +77,16 @@ def _record(run: str, seed: int) -> dict[str, Any]:
     }
 
 
+def _write_records(results: Path) -> None:
+    """Every run's 5 records into ``results/mini``."""
+    folder = results / "mini"
+    folder.mkdir(parents=True)
+    for run in RSUM:
+        for s in range(5):
+            path = folder / f"{run}-k-{run}-s{s}.json"
+            path.write_text(json.dumps(_record(run, s), sort_keys=True))
+
+
 def _side(run: str) -> dict[int, dict[str, Any]]:
     return {s: {"rsum": r, "eval_images": 1000} for s, r in enumerate(RSUM[run])}
 
@@ -106,12 +116,7 @@ def test_bimodal_variant_reported_as_k_of_n(tmp_path: Path):
     root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
     claims = [_claim("breaks", "flaky"), _claim("holds", "steady")]
     (root / "claims.yaml").write_text(yaml.safe_dump({"claims": claims}, sort_keys=False))
-    folder = tmp_path / "results" / "mini"
-    folder.mkdir(parents=True)
-    for run in RSUM:
-        for s in range(5):
-            path = folder / f"{run}-k-{run}-s{s}.json"
-            path.write_text(json.dumps(_record(run, s), sort_keys=True))
+    _write_records(tmp_path / "results")
     text = write_scorecard(tmp_path / "results", tmp_path / "README.md", root).read_text()
     rows = _rows(text)
     measured = rows["breaks"][MEASURED]
@@ -142,12 +147,7 @@ def test_matrix_page_gives_a_bimodal_run_each_groups_mean(tmp_path: Path):
     holds `k of n functional` with each group's mean, not a mean ± CI, and a bullet under
     "What this run shows" names the run; a one-mode run keeps its mean ± CI."""
     root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
-    folder = tmp_path / "results" / "mini"
-    folder.mkdir(parents=True)
-    for run in RSUM:
-        for s in range(5):
-            path = folder / f"{run}-k-{run}-s{s}.json"
-            path.write_text(json.dumps(_record(run, s), sort_keys=True))
+    _write_records(tmp_path / "results")
     text = write_report("mini", tmp_path / "results", tmp_path / "reports", root=root).read_text()
     rows = {
         cells[1].strip(): cells
