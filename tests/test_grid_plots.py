@@ -29,6 +29,7 @@ from seps.report import (
     summarise,
     write_report,
 )
+from seps.report.bimodal import Split
 
 MATRICES = ("selection-ratio", "coefficients", "seven-differences")
 #: rho -> per-seed k of selection-ratio (seeds 0, 1, 2): peaks at rho 0.5. rho 0.9 has one
@@ -332,3 +333,25 @@ def test_same_records_give_byte_identical_sweep_plots(env, tmp_path):
         assert _report(env, name, first) == _report(env, name, second)
         png = f"{name}-{plot}.png"
         assert (first / png).read_bytes() == (second / png).read_bytes(), png
+
+
+def test_sweep_plots_give_a_bimodal_cell_each_groups_mean_and_no_interval(env, tmp_path):
+    """A bimodal run (seps/report/bimodal.py) in a sweep: its heat-map cell gives each
+    group's mean instead of a mean ± CI, and its point on the rho curve has no error bar;
+    the other cells and points keep theirs."""
+    split = Split("x", (0, 1), (2,), 400.0, 1.0)
+    summary, matrix = _summary(env, "coefficients")
+    cell = next(r for r, g in grid_runs(matrix).items() if g == (GUMBEL, 0.5, 0.75))
+    summary["split"] = [split if r == cell else None for r in summary["run_id"]]
+    quick = plot_grid(summary, matrix, {}, tmp_path / "grid.png")["measured"]["quick"][GUMBEL]
+    assert quick["labels"][(0.5, 0.75)] == "2 of 3 functional:\n400.0; broken: 1.0\nn = 3"
+    mean, half = _mean_ci(GRID_K[(0.5, 0.5)])
+    assert quick["labels"][(0.5, 0.5)] == f"{mean:.1f} ± {half:.1f}\nn = 3"
+
+    summary, matrix = _summary(env, "selection-ratio")
+    point = next(r for r, rho in rho_runs(matrix).items() if rho == 0.5)
+    summary["split"] = [split if r == point else None for r in summary["run_id"]]
+    measured = plot_rho(summary, matrix, {}, tmp_path / "rho.png", "x")["measured"]["quick"]
+    ci = dict(zip(measured["rho"], measured["ci"], strict=True))
+    assert math.isnan(ci[0.5])
+    assert ci[0.4] == pytest.approx(_mean_ci(RHO_K[0.4])[1])

@@ -8,9 +8,11 @@ Hand-made records (1,000 test images: chance rSum 3.2, broken at <= 6.4); nothin
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 from ablation_roots import make_ablation_root
@@ -20,6 +22,7 @@ from seps.report import write_report
 from seps.report.bimodal import BROKEN_FACTOR, bimodal_sides, broken_limit, split_seeds
 from seps.report.chance import chance_rsum
 from seps.report.scorecard import write_scorecard
+from seps.report.summary import metric_cell
 from seps.report.verdicts import bimodal_verdict
 from seps.store import SCHEMA
 
@@ -69,7 +72,8 @@ def _record(run: str, seed: int) -> dict[str, Any]:
         "started": 1000.0,
         "head_config": head,
         "train_config": {"dataset": "synthetic", "dense_source": "candidate", "seed": seed},
-        "metrics": {**{m: rsum / 6 for m in recalls}, "rsum": rsum},
+        # Recall k of 6 is rSum * k / 21 (they sum to rSum), so each column differs.
+        "metrics": {**{m: rsum * k / 21 for k, m in enumerate(recalls, 1)}, "rsum": rsum},
         "dense_source": "candidate",
         "eval_images": 1000,
         "code_version": "v1",
@@ -144,8 +148,9 @@ def test_bimodal_verdict_names_only_a_test_verdict():
 
 def test_matrix_page_gives_a_bimodal_run_each_groups_mean(tmp_path: Path):
     """The matrix page, like the scorecard: the results table's rSum cell of a bimodal run
-    holds `k of n functional` with each group's mean, not a mean ± CI, and a bullet under
-    "What this run shows" names the run; a one-mode run keeps its mean ± CI."""
+    holds `k of n functional` with each group's mean, and each recall cell each group's
+    mean of that recall, not a mean ± CI; a bullet under "What this run shows" names the
+    run; a one-mode run keeps its mean ± CI."""
     root = make_ablation_root(tmp_path / "ablations", {"mini": MATRIX})
     _write_records(tmp_path / "results")
     text = write_report("mini", tmp_path / "results", tmp_path / "reports", root=root).read_text()
@@ -155,9 +160,38 @@ def test_matrix_page_gives_a_bimodal_run_each_groups_mean(tmp_path: Path):
         if line.startswith("| ") and len(cells := line.split("|")) > 10
     }
     assert any(c.strip() == "3 of 5 functional: 210.3; broken: 0.4" for c in rows["flaky"])
+    # Recall k is rSum * k / 21 in these records, so column k holds 210.3 k / 21 for the
+    # functional seeds and 0.4 k / 21 for the broken ones, in the recalls' order.
+    assert [c.strip() for c in rows["flaky"][4:10]] == [
+        "10.0; broken: 0.0",
+        "20.0; broken: 0.0",
+        "30.0; broken: 0.1",
+        "40.1; broken: 0.1",
+        "50.1; broken: 0.1",
+        "60.1; broken: 0.1",
+    ]
     assert not any("functional" in c for c in rows["steady"] + rows["base (baseline)"])
+    assert sum("±" in c for c in rows["steady"][4:11]) == 7
     bullet = next(line for line in text.splitlines() if line.startswith("- Bimodal:"))
     assert f"at most {BROKEN_FACTOR:g} × chance" in bullet
     assert bullet.endswith(
         "`flaky`: 3 of 5 seeds functional (mean rSum 210.3; broken seeds 2, 3: 0.4)."
+    )
+
+
+def test_metric_cell_gives_each_group_for_a_bimodal_row_only():
+    """`metric_cell`, shared by the results, paper-comparison and README tables: mean ± CI
+    for a row without a split (None or a NaN that pandas put there), each group's mean
+    for a bimodal one, on plain mappings and pandas rows alike."""
+    records = {s: _record("flaky", s) for s in range(5)}
+    side = {s: {**r["metrics"], "eval_images": r["eval_images"]} for s, r in records.items()}
+    split = split_seeds("flaky", side, ("i2t_r1", "rsum"))
+    row = {"i2t_r1_mean": 6.0, "i2t_r1_ci": 1.3, "rsum_mean": 126.4, "rsum_ci": 3.0, "n": 5}
+    assert metric_cell({**row, "split": None}, "i2t_r1") == "6.0 ± 1.3"
+    assert metric_cell({**row, "split": math.nan}, "rsum") == "126.4 ± 3.0"
+    assert metric_cell(pd.Series({**row, "split": split}), "i2t_r1") == "10.0; broken: 0.0"
+    assert metric_cell({**row, "split": split}, "rsum") == "3 of 5 functional: 210.3; broken: 0.4"
+    # A metric the split was not asked for keeps its mean ± CI.
+    assert metric_cell({**row, "t2i_r1_mean": 2.0, "t2i_r1_ci": 0.5, "split": split}, "t2i_r1") == (
+        "2.0 ± 0.5"
     )

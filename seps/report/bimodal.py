@@ -18,8 +18,9 @@ the lowest functional seeds of the `standard` records are `training-protocol`'s
 `finetune` (11.2 and 22.7: fine-tuning the backbones barely learns at that budget) and
 the `shuffled` dense-caption controls (13.7-18.0), the next 84.6.
 
-The scorecard, the matrix pages (:mod:`seps.report.prose`) and the loss-study tables
-(:mod:`seps.report.loss_study`) all report a bimodal run this way.
+The scorecard, the matrix pages (:mod:`seps.report.prose`, every metric column: each
+recall too is given per group) and the loss-study tables (:mod:`seps.report.loss_study`)
+all report a bimodal run this way.
 
 Pure functions of ``{seed: record}`` mappings.
 """
@@ -27,7 +28,7 @@ Pure functions of ``{seed: record}`` mappings.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +42,15 @@ BROKEN_FACTOR = 2.0
 @dataclass(frozen=True)
 class Split:
     """The seeds of one run split into ``functional`` and ``broken`` ones (sorted), with
-    each group's mean test rSum."""
+    each group's mean test rSum and, in ``others``, ``(metric, functional mean, broken
+    mean)`` for each further metric asked of :func:`split_seeds`."""
 
     run: str
     functional: tuple[int, ...]
     broken: tuple[int, ...]
     functional_mean: float
     broken_mean: float
+    others: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def n(self) -> int:
@@ -77,6 +80,17 @@ class Split:
             f"broken: {fmt(self.broken_mean)}"
         )
 
+    def metric_cell(self, metric: str) -> str | None:
+        """A results table's cell for ``metric`` in place of a mean ± CI: :meth:`cell` for
+        ``rsum``, ``<functional mean>; broken: <broken mean>`` for a metric in
+        ``others`` (e.g. ``21.2; broken: 0.1``), None for any other."""
+        if metric == "rsum":
+            return self.cell()
+        for m, functional, broken in self.others:
+            if m == metric:
+                return f"{fmt(functional)}; broken: {fmt(broken)}"
+        return None
+
 
 def rsum_cell(run: str, side: Mapping[int, Mapping[str, Any]], otherwise: str) -> str:
     """``side``'s rSum cell: :meth:`Split.cell` when the run is bimodal, else
@@ -102,21 +116,34 @@ def is_broken(rec: Mapping[str, Any]) -> bool | None:
     return rsum <= broken_limit(n)
 
 
-def split_seeds(run: str, side: Mapping[int, Mapping[str, Any]]) -> Split:
+def split_seeds(
+    run: str, side: Mapping[int, Mapping[str, Any]], metrics: Sequence[str] = ()
+) -> Split:
     """The :class:`Split` of one run's records, ``{seed: record}`` (``rsum`` and
-    ``eval_images`` read)."""
+    ``eval_images`` read), with each group's mean of every metric in ``metrics`` other
+    than ``rsum`` (over the group's seeds that have it; NaN when none does) in
+    ``Split.others``."""
     groups: dict[bool, list[int]] = {True: [], False: []}
     for seed, rec in sorted(side.items()):
         broken = is_broken(rec)
         if broken is not None:
             groups[broken].append(int(seed))
 
-    def mean(seeds: list[int]) -> float:
-        return sum(float(side[s]["rsum"]) for s in seeds) / len(seeds) if seeds else math.nan
+    def mean(seeds: list[int], metric: str) -> float:
+        # Like seps.stats.mean_ci: a seed without the value is left out, not NaN.
+        values = [v for s in seeds if math.isfinite(v := _number(side[s].get(metric)))]
+        return sum(values) / len(values) if values else math.nan
 
-    return Split(
-        run, tuple(groups[False]), tuple(groups[True]), mean(groups[False]), mean(groups[True])
-    )
+    ok, bad = groups[False], groups[True]
+    others = tuple((m, mean(ok, m), mean(bad, m)) for m in metrics if m != "rsum")
+    return Split(run, tuple(ok), tuple(bad), mean(ok, "rsum"), mean(bad, "rsum"), others)
+
+
+def _number(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def bimodal_sides(sides: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> tuple[Split, ...]:

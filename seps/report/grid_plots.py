@@ -32,9 +32,10 @@ import numpy as np
 import pandas as pd
 
 from ..ablations import Matrix
-from ..formatting import fmt, fmt_ci, is_missing, pyplot, save_png
+from ..formatting import fmt, is_missing, pyplot, save_png
 from .paper import paper_decision_note, paper_reference
 from .records import profiles
+from .summary import metric_cell
 
 #: The head field of the selection-ratio sweep.
 RHO_KEY = "sparse_ratio"
@@ -210,7 +211,12 @@ def plot_rho(
         order = np.argsort([runs[r] for r in sub["run_id"]], kind="stable")
         x = np.array([runs[r] for r in sub["run_id"]], dtype=float)[order]
         y = sub["rsum_mean"].to_numpy(dtype=float)[order]
-        ci = sub["rsum_ci"].to_numpy(dtype=float)[order]
+        # A bimodal point (some seeds at chance, seps/report/bimodal.py) has no interval:
+        # its CI would measure the split, not seed noise; it is labelled instead.
+        split = [None if is_missing(v) else v for v in sub["split"]] if "split" in sub else []
+        ci = sub["rsum_ci"].to_numpy(dtype=float).copy()
+        ci[[i for i, v in enumerate(split) if v is not None]] = math.nan
+        ci = ci[order]
         n = [int(v) for v in sub["n"].to_numpy()[order]]
         color = cmap(i % 10)
         # Each curve and the paper's state their span: on separate y axes, a 2% bump in
@@ -219,6 +225,13 @@ def plot_rho(
             x, y, marker="o", color=color,
             label=f"profile {profile} ({_seeds_label(n)}{_span(y)})",
         )  # fmt: skip
+        for j in order:
+            if j < len(split) and split[j] is not None:
+                at = (runs[sub["run_id"].iloc[j]], float(sub["rsum_mean"].iloc[j]))
+                ax_m.annotate(
+                    f"bimodal: {len(split[j].functional)} of {split[j].n} functional",
+                    at, textcoords="offset points", xytext=(4, 6), fontsize=7, color=color,
+                )  # fmt: skip
         drawn_ci = [math.nan] * len(x)
         has_ci = ~np.isnan(ci)
         if has_ci.any():
@@ -455,9 +468,12 @@ def plot_grid(
                 if run_group != group:
                     continue
                 if r["n"] and not is_missing(r["rsum_mean"]):
-                    text = f"{fmt_ci(r['rsum_mean'], r['rsum_ci'], r['n'])}\nn = {r['n']}"
-                    cells[(l1, l2)] = (float(r["rsum_mean"]), text)
-                    halves += [] if is_missing(r["rsum_ci"]) else [float(r["rsum_ci"])]
+                    # A bimodal cell gives each group's mean and no interval (bimodal.py).
+                    bimodal = not is_missing(r.get("split"))
+                    cell = metric_cell(r, "rsum").replace(": ", ":\n", 1)
+                    cells[(l1, l2)] = (float(r["rsum_mean"]), f"{cell}\nn = {r['n']}")
+                    if not bimodal and not is_missing(r["rsum_ci"]):
+                        halves.append(float(r["rsum_ci"]))
                 else:
                     missing[(l1, l2)] = "all seeds\nfailed"
             # A group may have no completed seed in a profile where others do: all hatched.

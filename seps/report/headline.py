@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..ablation_index import profile_summaries
 from ..ablations import load_matrix
-from ..formatting import DASH, code, fmt_ci, is_missing, markdown_table
+from ..formatting import DASH, code, is_missing, markdown_table
 from ..store import atomic_write_text
 from ..version import check_versions
 from .controls import TITLE as CONTROLS_TITLE
@@ -41,6 +41,7 @@ from .scorecard import (
 )
 from .scorecard_cells import anchor
 from .scorecard_judge import claim_families, counts_by_profile, paired_tests
+from .summary import metric_cell
 from .versions import version_counts
 
 #: The marker lines around the generated block (each alone on its line).
@@ -58,7 +59,8 @@ class Headline:
     are left out when rendered); ``claims``: how many claims those rows test;
     ``differences``: one row per difference as
     :func:`~seps.report.differences.difference_rows` gives it; ``presets``: (preset, rSum
-    mean ± CI) of the differences matrix; ``profile``: the profile of that table;
+    mean ± CI, or for a bimodal preset each group's mean in parentheses) of the
+    differences matrix; ``profile``: the profile of that table;
     ``card_versions`` and ``table_versions``: (code version, record count) of the records
     the counts and the table read, most frequent first; ``current``: this code's version
     (``None``: not compared); ``by_profile``: (profile, its rows' counts) for each profile
@@ -267,7 +269,9 @@ def headline_of(
         sub = summary[(summary["profile"] == profile) & (summary["run_id"] == p)]
         if len(sub):
             r = sub.iloc[0]
-            presets.append((p, fmt_ci(r["rsum_mean"], r["rsum_ci"], int(r["n"]))))
+            cell = metric_cell(r, "rsum")
+            # A bimodal preset's cell gives each group's mean, not a mean ± CI.
+            presets.append((p, cell if is_missing(r.get("split")) else f"(bimodal: {cell})"))
         elif profile:
             presets.append((p, DASH))
     n_claims = len({r.claim.id for r in rows})

@@ -20,9 +20,9 @@ import yaml
 
 from ..ablations import Matrix, RunSpec, default_root, packaged_root
 from ..config import PRESETS, get_config
-from ..formatting import DASH, fmt, fmt_ci, is_missing, markdown_table
+from ..formatting import DASH, fmt, is_missing, markdown_table
 from .records import DENSE_COLUMN, LABELS, METRICS, profiles
-from .summary import delta_text, variant_text
+from .summary import delta_text, metric_cell, variant_text
 
 #: Label of the paper's Table 1 figure shown beside the code and paper presets.
 PAPER_LABEL = "paper/README reported, Flickr30K ViT-224"
@@ -201,7 +201,7 @@ def _rsum_row(r: Mapping[str, Any], ref: PaperRef, base_ref: PaperRef | None) ->
     )
     return [
         variant_text(r),
-        fmt_ci(r["rsum_mean"], r["rsum_ci"], r["n"]),
+        metric_cell(r, "rsum"),
         delta_text(r),
         fmt(ref.values.get("rsum")),
         paper_delta,
@@ -212,7 +212,7 @@ def _rsum_row(r: Mapping[str, Any], ref: PaperRef, base_ref: PaperRef | None) ->
 def _module_row(r: Mapping[str, Any], ref: PaperRef) -> list[str]:
     cells = []
     for m in MODULE_RECALLS:
-        cells += [fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"]), fmt(ref.values[m])]
+        cells += [metric_cell(r, m), fmt(ref.values[m])]
     return [variant_text(r), ref.text, *cells]
 
 

@@ -43,6 +43,7 @@ from .records import (
 )
 from .summary import (
     delta_text,
+    metric_cell,
     p_adj_text,
     p_text,
     seeds_text,
@@ -196,9 +197,10 @@ def _headroom(per_seed: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------------------- results
 def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
-    """The recalls ± CI and paired Δ rSum of every run of one profile: the raw p, the
-    corrected p and the verdict on the corrected p (``dense_column``: the dense-caption
-    protocols of each row, for a matrix that mixes them)."""
+    """The recalls ± CI (each group's mean for a bimodal run) and paired Δ rSum of every
+    run of one profile: the raw p, the corrected p and the verdict on the corrected p
+    (``dense_column``: the dense-caption protocols of each row, for a matrix that mixes
+    them)."""
     headers = [
         "variant",
         "what differs",
@@ -218,7 +220,7 @@ def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
                 r["describe"],
                 *([r["dense_protocol"]] if dense_column else []),
                 seeds_text(r),
-                *(_metric_cell(r, m) for m in METRICS),
+                *(metric_cell(r, m) for m in METRICS),
                 delta_text(r, mark=False),
                 p_text(r),
                 p_adj_text(r),
@@ -226,14 +228,6 @@ def results_table(summary: pd.DataFrame, dense_column: bool = False) -> str:
             ]
         )
     return markdown_table(rows, headers)
-
-
-def _metric_cell(r: Mapping[str, Any], m: str) -> str:
-    """Mean ± CI of metric ``m``; for the rSum of a bimodal run, each group's mean
-    (:meth:`seps.report.bimodal.Split.cell`), which a mean ± CI would hide."""
-    if m == "rsum" and r.get("split") is not None:
-        return r["split"].cell()
-    return fmt_ci(r[f"{m}_mean"], r[f"{m}_ci"], r["n"])
 
 
 # --------------------------------------------------------------------------- findings
@@ -297,7 +291,8 @@ def _profile_findings(prof: list[dict[str, Any]], matrix: Matrix) -> list[str]:
         lines.append(
             "- Bimodal: some seeds at chance level (test rSum at most "
             f"{BROKEN_FACTOR:g} × chance), the others above it, so a mean ± CI would describe "
-            "neither group; the table gives each group's mean rSum, and a Δ with this run "
+            "neither group; every metric column gives the functional seeds' mean, then the "
+            "broken ones', and a Δ with such a run "
             "mixes the two (seps/report/bimodal.py): "
             f"{'; '.join(s.text() for s in bimodal)}."
         )

@@ -97,9 +97,10 @@ def summarise_current(
     revert's own preset), ``n, n_failed, seeds``, ``<metric>_mean`` and
     ``<metric>_ci`` for the six recalls and ``rsum``, ``split`` (the run's
     :class:`~seps.report.bimodal.Split` when some seeds are broken and others functional,
-    else None: the tables then give each group's mean rSum), ``delta_rsum_mean, delta_rsum_ci,
-    delta_p`` (raw), ``delta_p_adj`` (corrected in ``family``, default: the family of this
-    summary's tests; NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
+    else None: the tables then give each group's mean of every metric,
+    :func:`metric_cell`), ``delta_rsum_mean, delta_rsum_ci, delta_p`` (raw),
+    ``delta_p_adj`` (corrected in ``family``, default: the family of this summary's tests;
+    NaN when not a test), ``delta_n, delta_mark`` (``baseline``,
     ``identical``, ``text-blind``, ``n/a``, ``*`` or ``ns`` on the corrected p),
     ``identical, identical_reason``, ``blind`` (why the run's scores, or for a variant
     its reference's, cannot depend on the text: :mod:`seps.report.blind`; None when they
@@ -145,7 +146,7 @@ def summarise_current(
                 mean, half, _ = mean_ci(done[m].tolist())
                 row[f"{m}_mean"], row[f"{m}_ci"] = mean, half
             by_seed = {int(r["seed"]): r for r in done.to_dict("records")}
-            split = split_seeds(run.id, by_seed)
+            split = split_seeds(run.id, by_seed, METRICS)
             row["split"] = split if split.bimodal else None
             c = with_frozen(compare(by_seed, base_by_seed), base_by_seed, by_seed)
             paired = [float(base_by_seed[s]["rsum"]) for s in by_seed if s in base_by_seed]
@@ -269,6 +270,17 @@ def p_value_text(p: float) -> str:
     return DASH if is_missing(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
+def metric_cell(row: Mapping[str, Any], metric: str) -> str:
+    """A results table's cell for ``metric`` (a recall or ``rsum``) of one summary row:
+    its mean ± CI, or for a bimodal run each group's mean
+    (:meth:`seps.report.bimodal.Split.metric_cell`), which a mean ± CI would hide."""
+    split = row.get("split")
+    cell = None if is_missing(split) else split.metric_cell(metric)
+    if cell is not None:
+        return cell
+    return fmt_ci(row[f"{metric}_mean"], row[f"{metric}_ci"], row["n"])
+
+
 def delta_text(row: Mapping[str, Any], mark: bool = True) -> str:
     """Paired Δ rSum ± its CI, then (``mark``) the corrected test's mark; ``baseline`` for
     the baseline, ``0.0 (identical)`` for a variant identical to it."""
@@ -337,6 +349,7 @@ __all__ = [
     "DID_NOT_TRAIN",
     "SUMMARY_COLUMNS",
     "delta_text",
+    "metric_cell",
     "p_adj_text",
     "p_text",
     "p_value_text",
