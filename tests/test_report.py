@@ -491,3 +491,18 @@ def test_a_bar_measured_against_a_bimodal_reference_says_so():
         "vs a bimodal base: 2 of 3 seeds functional"
     ]
     assert _bar_notes(pd.DataFrame(rows), {"v": None}) == [None]
+
+
+def test_curve_legends_get_rows_tall_enough_for_their_longest_column():
+    """The training-curve figure sizes each profile's row to its legend (matplotlib fills
+    legend columns by entry count), with the fewest columns whose tallest fits 7 in, so
+    that a long matrix's legend is never cut off below its row."""
+    from seps.report.plots import _legend_layout
+
+    assert _legend_layout([[1, 1, 1], [2]]) == (1, [3.5, 3.5])
+    # 15 + 4 + 20 one-line entries: one column would be 39 lines (7.03 in); two hold 11
+    # entries each (28 and 11 lines), so the row is as tall as 28 lines.
+    cols, heights = _legend_layout([[15, 4, *[1] * 20], [1]])
+    assert cols == 2 and heights == pytest.approx([0.4 + 0.17 * 28, 3.5])
+    # A single 60-line entry fits no column count: three columns, the row as tall as it.
+    assert _legend_layout([[60]]) == (3, [pytest.approx(0.4 + 0.17 * 60)])

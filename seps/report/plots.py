@@ -306,21 +306,18 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
         profile: {g[0]: "\n= ".join(g) for g in profile_groups}
         for profile, profile_groups in groups.items()
     }
-    height = 3.5 * len(series)
-    # One legend per profile (its groups are its own), beside its row. One legend line at
-    # fontsize 8 takes about 0.17 in: a long matrix (loss-study has 41 runs) gets more
-    # legend columns, each 3 in wide, rather than entries cut off below.
-    per_row = max(1, int((3.5 - 0.4) / 0.17))
-    legend_cols = max(
-        max(1, math.ceil(sum(t.count("\n") + 1 for t in per.values()) / per_row))
-        for per in labels.values()
+    # One legend per profile (its groups are its own), beside its row, never cut off:
+    # each row is as tall as its legend needs (about 0.17 in a text line at fontsize 8).
+    legend_cols, heights = _legend_layout(
+        [[t.count("\n") + 1 for t in per.values()] for per in labels.values()]
     )
     fig, axes = plt.subplots(
         len(series),
         ncols,
-        figsize=(6 * ncols + 3 * legend_cols, height),
+        figsize=(6 * ncols + 3.6 * legend_cols, sum(heights)),
         squeeze=False,
         layout="constrained",
+        gridspec_kw={"height_ratios": heights},
     )
     # The loss panel plots ``align_hardest``, a diagnostic logged for every run whatever it
     # trains (InfoNCE at `standard`), so the title must not read as the trained loss.
@@ -372,7 +369,6 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
             ax.set_xticks(sorted({x for xs, _ in panels[name].values() for x in xs}))
         order = sorted(handles, key=position.__getitem__)
         texts = [handles[r][1] for r in order]
-        rows = sum(t.count("\n") + 1 for t in texts)
         axes[row, ncols - 1].legend(
             [handles[r][0] for r in order],
             texts,
@@ -380,10 +376,25 @@ def plot_curves(df: pd.DataFrame, matrix: Matrix, path: Path) -> Curves:
             bbox_to_anchor=(1.02, 1.0),
             fontsize=8,
             frameon=False,
-            ncols=max(1, math.ceil(rows / per_row)),
+            ncols=legend_cols,
         )
     save_png(fig, path)
     return out
+
+
+def _legend_layout(lines: list[list[int]]) -> tuple[int, list[float]]:
+    """Legend columns and each row's height (in) for legends of entries of ``lines[p]``
+    text lines each, one legend per row: matplotlib fills columns by entry count
+    (``np.array_split`` of the entries), so a column is as tall as its entries' lines
+    (about 0.17 in each at fontsize 8). The fewest columns (at most 3) whose tallest
+    column fits 7 in; each row at least 3.5 in."""
+
+    def height(entries: list[int], cols: int) -> float:
+        column = max((sum(c) for c in np.array_split(np.array(entries), cols)), default=0)
+        return max(3.5, 0.4 + 0.17 * float(column))
+
+    cols = next((c for c in (1, 2) if all(height(p, c) <= 7.0 for p in lines)), 3)
+    return cols, [height(p, cols) for p in lines]
 
 
 __all__ = [
