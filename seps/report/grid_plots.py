@@ -225,11 +225,11 @@ def plot_rho(
             x, y, marker="o", color=color,
             label=f"profile {profile} ({_seeds_label(n)}{_span(y)})",
         )  # fmt: skip
-        for j in order:
-            if j < len(split) and split[j] is not None:
+        for j, s in enumerate(split):
+            if s is not None:
                 at = (runs[sub["run_id"].iloc[j]], float(sub["rsum_mean"].iloc[j]))
                 ax_m.annotate(
-                    f"bimodal: {len(split[j].functional)} of {split[j].n} functional",
+                    f"bimodal: {len(s.functional)} of {s.n} functional",
                     at, textcoords="offset points", xytext=(4, 6), fontsize=7, color=color,
                 )  # fmt: skip
         drawn_ci = [math.nan] * len(x)
