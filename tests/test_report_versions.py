@@ -179,7 +179,9 @@ def test_headline_block_names_stale_records():
     text = render_headline(h)
     assert text.startswith("> **Stale records.**") and "this code is bbbb" in text
     same = Headline({"supported": 1}, 1, [], [], None, [("aaaa", 4)], [], current="aaaa")
-    assert render_headline(same).startswith("Code version aaaa.")
+    assert render_headline(same).startswith(
+        "Every record read here is at code version aaaa, this code's."
+    )
 
 
 def test_library_refuses_when_given_the_current_version(card):

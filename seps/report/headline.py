@@ -115,7 +115,13 @@ def render_headline(h: Headline) -> str:
             "",
         ]
     elif h.card_versions or h.table_versions:
-        lines += [f"Code version {(h.card_versions or h.table_versions)[0][0]}.", ""]
+        version = (h.card_versions or h.table_versions)[0][0]
+        # Say that the records are this code's, not just which version they are: a reader
+        # of the README cannot otherwise tell a current block from a stale one.
+        if h.current:
+            lines += [f"Every record read here is at code version {version}, this code's.", ""]
+        else:
+            lines += [f"Code version {version}.", ""]
     if h.controls:
         held = sum(holds for _, holds, _ in h.controls)
         states = "; ".join(f"{code(c)} {state}" for c, _, state in h.controls)
