@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 __all__ = ["default_root", "list_matrices", "packaged_root", "profile_summaries"]
 
 
@@ -47,13 +45,16 @@ def profile_summaries(root: Path | None = None) -> dict[str, str]:
     For ``--help`` texts, which would otherwise repeat (and go stale beside) profiles.yaml.
     An unreadable file gives an empty dict: a help text must not fail.
     """
-    try:
-        doc = yaml.safe_load(((root or default_root()) / "profiles.yaml").read_text())
-    except (OSError, yaml.YAMLError):
+    from .definition_checks import read_yaml_file
+
+    try:  # not UTF-8, a YAML alias bomb, ...: ValueError (seps.definition_checks)
+        doc = read_yaml_file((root or default_root()) / "profiles.yaml")
+    except (OSError, ValueError):
         return {}
     if not isinstance(doc, Mapping):
         return {}
     out = {}
     for name, entry in doc.items():
-        out[str(name)] = str(entry.get("summary", "")) if isinstance(entry, Mapping) else ""
+        summary = entry.get("summary", "") if isinstance(entry, Mapping) else ""
+        out[str(name)] = summary if isinstance(summary, str) else ""
     return out

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 # Re-exported: they were defined here before --help needed them without torch.
 from .ablation_index import (  # noqa: F401
     default_root,
@@ -42,7 +40,20 @@ from .ablation_index import (  # noqa: F401
 )
 from .config import HEAD_KEY_OMITTED_AT_DEFAULT, PRESETS, SEPSConfig, get_config
 from .data_fingerprint import data_fingerprint, resolved_path
-from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig, coerce_field
+from .definition_checks import (  # noqa: F401  (re-exported)
+    SEED_LIMIT,
+    as_mapping,
+    check_grid,
+    check_matrix_keys,
+    check_profile_entry,
+    check_run_entry,
+    check_run_ids,
+    read_yaml_file,
+    seeds_problem,
+    train_value_problem,
+)
+
+# TrainConfig (whose module loads torch) is imported where used: `status` reads YAML without it.
 
 #: TrainConfig fields a matrix or a profile may not set (they are where/how, not what),
 #: each with where a user sets it instead (the ``--set`` error says so).
@@ -71,25 +82,32 @@ class AblationError(ValueError):
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.exists():
-        raise AblationError(f"{path}: file not found")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise AblationError(f"{path}: not valid YAML ({exc})") from exc
+    return read_yaml_file(path, AblationError)  # one line per fault (seps.definition_checks)
 
 
 def _train_fields() -> dict[str, dataclasses.Field[Any]]:
+    from .train_config import TrainConfig
+
     return {f.name: f for f in dataclasses.fields(TrainConfig)}
 
 
 def _check_train_value(name: str, value: Any, where: str) -> None:
-    """The type rules of :class:`TrainConfig` applied where the value was written, so the
-    error names the file and run (YAML 1.1 reads ``lr: 1e-3`` as a string: accepted)."""
-    try:
-        coerce_field(name, value)
-    except ValueError as exc:
-        raise AblationError(f"{where}: {exc}") from None
+    """The type and range rules of :class:`TrainConfig` (and those of
+    :func:`seps.definition_checks.train_value_problem`) applied where the value was
+    written, so the error names the file and run (YAML 1.1 reads ``lr: 1e-3`` as a
+    string: accepted)."""
+    problem = train_value_problem(name, value)
+    if problem:
+        raise AblationError(f"{where}: {problem}")
+
+
+def _check_train_fields(values: Mapping[str, Any], where: str) -> None:
+    """Refuse an unknown or non-semantic train field, or a badly typed value, at ``where``."""
+    trains = _train_fields()
+    for k, v in values.items():
+        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
+            raise AblationError(f"{where}: unknown train field {k!r}")
+        _check_train_value(k, v, where)
 
 
 def _head_fields() -> set[str]:
@@ -125,14 +143,16 @@ class Difference:
         return "; ".join(parts)
 
 
-def load_differences(root: Path | None = None) -> list[Difference]:
-    """Differences (``kind: difference``) then findings, in file order."""
+def load_differences(root: Path | None = None, *, check_train: bool = True) -> list[Difference]:
+    """Differences (``kind: difference``) then findings, in file order. ``check_train=False``
+    leaves train fields unchecked (that loads TrainConfig, and torch): ``status`` lists runs."""
     path = (root or default_root()) / "differences.yaml"
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping):
         raise AblationError(f"{path}: expected a mapping with 'differences' and 'findings'")
     out: list[Difference] = []
-    heads, trains = _head_fields(), _train_fields()
+    heads = _head_fields()
+    trains = set(_train_fields()) if check_train else None
     allowed = {f.name for f in dataclasses.fields(Difference)}
     for section in ("differences", "findings"):
         for i, entry in enumerate(doc.get(section) or []):
@@ -145,10 +165,12 @@ def load_differences(root: Path | None = None) -> list[Difference]:
                 raise AblationError(f"{where}: unknown field(s) {sorted(unknown)}")
             for key, known, what in (
                 ("switches", heads, "head switch"),
-                ("train", set(trains), "train field"),
+                ("train", trains, "train field"),
             ):
-                for name, sides in (entry.get(key) or {}).items():
-                    if name not in known:
+                for name, sides in as_mapping(
+                    entry.get(key), f"{where}: {key}", AblationError
+                ).items():
+                    if known is not None and name not in known:
                         raise AblationError(f"{where}: unknown {what} {name!r}")
                     if not isinstance(sides, Mapping) or set(sides) != {"code", "paper"}:
                         raise AblationError(f"{where}: {key}.{name} needs 'code' and 'paper'")
@@ -252,7 +274,7 @@ def _expand(entry: Mapping[str, Any], where: str, diffs: list[Difference]) -> li
             )
     kinds = {"differences": "difference", "findings": "finding"}
     over = entry.get("over", "differences")
-    if over not in kinds:
+    if not isinstance(over, str) or over not in kinds:
         raise AblationError(
             f"{where}: field 'over': invalid value {over!r}; allowed: differences, findings"
         )
@@ -278,6 +300,7 @@ def _grid(entry: Mapping[str, Any], where: str) -> list[RunSpec]:
     unknown = set(entry) - {"grid", "id"}
     if unknown:
         raise AblationError(f"{where}: unknown field(s) {sorted(unknown)} in a grid entry")
+    check_grid(entry, where, AblationError)
     grid = entry["grid"]
     if not isinstance(grid, Mapping) or not grid:
         raise AblationError(f"{where}: field 'grid': expected a mapping of field -> list of values")
@@ -321,60 +344,33 @@ def _single(entry: Mapping[str, Any], where: str) -> RunSpec:
         )
     if "id" not in entry:
         raise AblationError(f"{where}: missing field 'id'")
-    for key in ("set", "train"):
-        if not isinstance(entry.get(key, {}), Mapping):
-            raise AblationError(f"{where}: field {key!r}: expected a mapping")
+    check_run_entry(entry, where, AblationError)  # types: id, preset, set, train, ...
     return RunSpec(
         id=str(entry["id"]),
         preset=entry.get("preset", "code"),
-        set=dict(entry.get("set", {})),
-        train=dict(entry.get("train", {})),
+        set=dict(entry.get("set") or {}),
+        train=dict(entry.get("train") or {}),
         difference=entry.get("difference"),
         paper_row=entry.get("paper_row"),
     )
 
 
-def _validate_run(run: RunSpec, where: str) -> None:
+def _validate_run(run: RunSpec, where: str, check_train: bool = True) -> None:
     if run.preset not in PRESETS:
         raise AblationError(
             f"{where}: run {run.id!r}: field 'preset': invalid value {run.preset!r}; "
             f"allowed: {', '.join(PRESETS)}"
         )
-    heads, trains = _head_fields(), _train_fields()
+    heads = _head_fields()
     for k in run.set:
         if k not in heads:
             raise AblationError(f"{where}: run {run.id!r}: unknown switch {k!r}")
-    for k, v in run.train.items():
-        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
-            raise AblationError(f"{where}: run {run.id!r}: unknown train field {k!r}")
-        _check_train_value(k, v, f"{where}: run {run.id!r}")
+    if check_train:
+        _check_train_fields(run.train, f"{where}: run {run.id!r}")
     try:
         get_config(run.preset, **run.set)
     except ValueError as exc:
         raise AblationError(f"{where}: run {run.id!r}: {exc}") from exc
-
-
-#: Seeds are below this: numpy's seed range is [0, 2**32), and the training derives other
-#: seeds from a run's (``(seed, epoch)``), so half of it is left as headroom.
-SEED_LIMIT = 2**31
-
-
-def seeds_problem(seeds: Any) -> str | None:
-    """What is wrong with ``seeds`` as a list of run seeds (empty, not integers, negative,
-    at or above :data:`SEED_LIMIT`, repeated: a repeat would plan every run twice), or
-    ``None``. Shared by ``--seeds`` and a profile's ``seeds``."""
-    if not isinstance(seeds, list | tuple) or not seeds:
-        return f"{seeds!r}; expected a non-empty list of seeds, e.g. 0,1,2"
-    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int)]
-    if bad:
-        return f"{bad[0]!r} is not an integer"
-    out = [s for s in seeds if not 0 <= s < SEED_LIMIT]
-    if out:
-        return f"{out[0]} is outside [0, {SEED_LIMIT})"
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
-    if repeated:
-        return f"seed {repeated[0]} is given twice"
-    return None
 
 
 def select_runs(matrix: Matrix, only: str | None) -> tuple[RunSpec, ...]:
@@ -399,8 +395,9 @@ def select_runs(matrix: Matrix, only: str | None) -> tuple[RunSpec, ...]:
     return tuple(r for r in matrix.runs if any(fnmatch.fnmatch(r.id, p) for p in patterns))
 
 
-def load_matrix(name: str, root: Path | None = None) -> Matrix:
-    """A named matrix (``seps/definitions/matrices/<name>.yaml``) or a path to a matrix file."""
+def load_matrix(name: str, root: Path | None = None, *, check_train: bool = True) -> Matrix:
+    """A named matrix (``seps/definitions/matrices/<name>.yaml``) or a path to a matrix file;
+    ``check_train=False`` as :func:`load_differences`."""
     root = root or default_root()
     path = Path(name) if name.endswith((".yaml", ".yml")) else root / "matrices" / f"{name}.yaml"
     if not path.exists():
@@ -414,6 +411,7 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("runs"), list):
         raise AblationError(f"{path}: expected a mapping with a 'runs' list")
+    check_matrix_keys(doc, path, AblationError)
     matrix_name = doc.get("name", path.stem)
     # The name is a folder of the store and the stem of the report: never a path.
     if not isinstance(matrix_name, str) or not MATRIX_NAME.fullmatch(matrix_name):
@@ -422,7 +420,7 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
             "'.', '_' or '-', starting with a letter or digit (it names the store's folder "
             "and the report's file)"
         )
-    diffs = load_differences(root)
+    diffs = load_differences(root, check_train=check_train)
     runs: list[RunSpec] = []
     for i, entry in enumerate(doc["runs"]):
         where = f"{path}: runs[{i}]"
@@ -439,16 +437,16 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
     common = doc.get("train") or {}
     if not isinstance(common, Mapping):
         raise AblationError(f"{path}: field 'train': expected a mapping of train fields")
-    trains = _train_fields()
-    for k, v in common.items():
-        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
-            raise AblationError(f"{path}: field 'train': unknown train field {k!r}")
-        _check_train_value(k, v, f"{path}: field 'train'")
+    if check_train:
+        _check_train_fields(common, f"{path}: field 'train'")
     if common:
         runs = [dataclasses.replace(r, train={**common, **r.train}) for r in runs]
+    if not runs:
+        raise AblationError(f"{path}: field 'runs': no run (expected at least one)")
+    check_run_ids([r.id for r in runs], path, AblationError)  # record names apart
     seen: set[str] = set()
     for r in runs:
-        _validate_run(r, str(path))
+        _validate_run(r, str(path), check_train)
         if r.id in seen:
             raise AblationError(f"{path}: run {r.id!r}: duplicate run id")
         seen.add(r.id)
@@ -473,7 +471,7 @@ def load_matrix(name: str, root: Path | None = None) -> Matrix:
     )
 
 
-def load_profile(name: str, root: Path | None = None) -> Profile:
+def load_profile(name: str, root: Path | None = None, *, check_train: bool = True) -> Profile:
     path = (root or default_root()) / "profiles.yaml"
     doc = _read_yaml(path)
     if not isinstance(doc, Mapping) or name not in doc:
@@ -481,17 +479,17 @@ def load_profile(name: str, root: Path | None = None) -> Profile:
         raise AblationError(f"{path}: unknown profile {name!r}; known: {known}")
     entry = doc[name]
     where = f"{path}: profile {name!r}"
-    unknown = set(entry) - {"summary", "description", "seeds", "head", "train"}
-    if unknown:
-        raise AblationError(f"{where}: unknown field(s) {sorted(unknown)}")
-    heads, trains = _head_fields(), _train_fields()
-    for k in entry.get("head") or {}:
+    check_profile_entry(entry, where, AblationError)
+    heads = _head_fields()
+    for k, v in (entry.get("head") or {}).items():
         if k not in heads:
             raise AblationError(f"{where}: unknown head field {k!r}")
-    for k, v in (entry.get("train") or {}).items():
-        if k not in trains or k in NON_SEMANTIC_TRAIN_FIELDS:
-            raise AblationError(f"{where}: unknown train field {k!r}")
-        _check_train_value(k, v, where)
+        try:  # alone on the code preset, as --set head.FIELD=VALUE (seps.overrides)
+            get_config("code", **{k: v})
+        except ValueError as exc:
+            raise AblationError(f"{where}: {exc}") from None
+    if check_train:
+        _check_train_fields(entry.get("train") or {}, where)
     seeds = entry.get("seeds", [0])
     problem = seeds_problem(seeds)
     if problem:
@@ -515,6 +513,8 @@ def resolve(
     defaults, then the profile, then the run's train fields, then ``train_overrides``
     (dataset, data path, device... from the command line).
     """
+    from .train_config import TrainConfig
+
     head = get_config(run.preset, **{**profile.head, **run.set})
     values = {**profile.train, **run.train, **train_overrides, "seed": seed}
     if "lr_milestones" in values:
@@ -531,6 +531,8 @@ def config_key(train_cfg: Any, head: SEPSConfig, *, exclude: tuple[str, ...] = (
     in the official layout (not ``synthetic``) counts by what it is, not how it was
     named (:func:`_data_identity`); synthetic runs hash their fields as written.
     """
+    from .train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig
+
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     t = {
         k: v

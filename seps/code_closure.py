@@ -23,6 +23,7 @@ from pathlib import Path
 __all__ = [
     "behaviour_digest",
     "data_files",
+    "forget_parsed_sources",
     "module_closure",
     "module_imports",
     "modules",
@@ -163,6 +164,12 @@ def _normalised(source: bytes) -> ast.Module:
             if isinstance(stmts, list) and any(_no_op(s) for s in stmts):
                 setattr(node, field, [s for s in stmts if not _no_op(s)])
     return tree
+
+
+def forget_parsed_sources() -> None:
+    """Drop the cached syntax trees of :func:`normalised_tree` (large; a later call parses
+    again). The imports and strings found in them stay cached: they are small."""
+    _normalised.cache_clear()
 
 
 def normalised_tree(path: Path) -> ast.Module:

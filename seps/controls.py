@@ -15,7 +15,8 @@ validation, so that runs differing only in them share one training):
 
 Selection (``SEPSConfig.selection``): the head keeps the same count of patches per pair
 as the learned decision, only *which* changes. The caller passes a ``selection_prior``
-``(B_v, B_t, N)`` and the head keeps the top of :func:`control_score`:
+``(B_v, B_t, N)`` (in training: the loop's hook :class:`seps.train.hooks_controls.
+SelectionControl`) and the head keeps the top of :func:`control_score`:
 
 - ``random``: the prior is uniform noise, drawn per training step from a private
   generator (:func:`step_generator`) and at evaluation by a counter-based hash of

@@ -2,7 +2,8 @@
 
 SIGTERM does not kill a run that is under :func:`stop_on_sigterm` (``seps-bench run`` and
 ``train``): the handler only notes it. The training loop asks :func:`stop_requested`
-before each step; once it is set, the run writes its checkpoint at that step (weights,
+before each step (its interrupt hook, :class:`seps.train.hooks_checkpoint.InterruptHook`);
+once it is set, the run writes its checkpoint at that step (weights,
 optimiser, the epoch's progress and random states, so a resumed run gives the same bits)
 and raises :class:`StopRequested`. The runner asks between runs too. Locks are released
 and temporary files removed on the way out (``with`` blocks), and the command exits 143,

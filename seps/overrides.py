@@ -18,10 +18,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from .ablations import NON_SEMANTIC_TRAIN_FIELDS, Matrix, Profile
 from .config import SEPSConfig, get_config
+from .definition_checks import load_yaml_text, train_value_problem
 from .train_config import TrainConfig, coerce_field
 
 __all__ = ["SetError", "apply_sets", "parse_set", "shadowed_sets"]
@@ -44,11 +43,9 @@ class Setting:
 
 def _yaml_value(raw: str, where: str) -> Any:
     """``raw`` read as a YAML scalar or list, as a profile value would be."""
-    try:
-        return yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as exc:
-        reason = " ".join(str(exc).split())
-        raise SetError(f"{where}: not a valid YAML value ({reason})") from None
+    if not raw.strip():
+        return None
+    return load_yaml_text(raw, where, SetError, invalid="not a valid YAML value")
 
 
 def parse_set(text: str) -> Setting:
@@ -74,12 +71,12 @@ def parse_set(text: str) -> Setting:
                 f"{where}: train config field {field!r} is not part of a run's definition; "
                 f"{NON_SEMANTIC_TRAIN_FIELDS[field]}"
             )
-        try:
-            value = coerce_field(field, value)
-            # A placeholder data path, so that only this field's own rules apply.
-            TrainConfig(**{"data_path": "-", field: value})
-        except ValueError as exc:
-            raise SetError(f"{where}: {exc}") from None
+        # The field's own rules, checked alone, and those TrainConfig leaves to the
+        # definitions (seps.definition_checks), as for a profile value.
+        problem = train_value_problem(field, value)
+        if problem:
+            raise SetError(f"{where}: {problem}")
+        value = coerce_field(field, value)
     elif part == "head":
         known = {f.name for f in dataclasses.fields(SEPSConfig)}
         if field not in known:

@@ -24,6 +24,7 @@ def _execute_group(
     retry_failed: bool,
     rerun_stale: bool,
     reuse: bool,
+    tensorboard: bool = True,
 ) -> None:
     # Inside the worker: wait for a group another process holds instead of skipping it,
     # since the driver has no second pass over held groups under this backend.
@@ -34,6 +35,7 @@ def _execute_group(
         rerun_stale=rerun_stale,
         block=True,
         reuse=reuse,
+        tensorboard=tensorboard,
     )
 
 
@@ -46,6 +48,7 @@ def run_on_ray(
     retry_failed: bool,
     rerun_stale: bool,
     reuse: bool,
+    tensorboard: bool = True,
 ) -> None:
     """Run ``job(group, results, ...)`` for every group as one Ray task each; return when
     all are done. Starts (and stops) a local Ray unless one is already initialised."""
@@ -73,7 +76,7 @@ def run_on_ray(
     try:
         gpus = 1 if torch.cuda.is_available() else 0
         task = ray.remote(num_gpus=gpus, num_cpus=1)(_execute_group)
-        args = (str(results), retry_failed, rerun_stale, reuse)
+        args = (str(results), retry_failed, rerun_stale, reuse, tensorboard)
         ray.get([task.remote(job, list(g), *args) for g in groups])
     finally:
         if started_here:

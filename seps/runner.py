@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import time
 import traceback
 from collections.abc import Callable
@@ -43,10 +42,11 @@ from .ablations import (
     resolve,
     select_runs,
 )
+from .definition_checks import record_slug
 from .float_path import check_in_force
 from .interrupts import check_stop, stop_on_sigterm
 from .machine_load import LOAD_FIELD, LoadWatch
-from .prebuild import prebuild_pretraining
+from .prebuild import distinct_inputs, prebuild_pretraining
 from .provenance import here_bits_key, resume_warning, stamp
 from .staleness import (  # noqa: F401  (re-exported: the runner's API)
     WORK_VERSION_FILE,
@@ -101,8 +101,7 @@ class PlannedRun:
 
     @property
     def record_name(self) -> str:
-        slug = re.sub(r"[^A-Za-z0-9_.=+-]+", "_", self.run.id)
-        return f"{slug}-{self.key}-s{self.seed}.json"
+        return f"{record_slug(self.run.id)}-{self.key}-s{self.seed}.json"
 
 
 def feature_cache_dir(results: str | Path) -> Path:
@@ -125,7 +124,12 @@ def plan(
     out = []
     for run in select_runs(matrix, only):
         for seed in seeds:
-            train_cfg, head = resolve(run, profile, seed, **train_overrides)
+            try:  # a rule across fields (each field was checked where it was written)
+                train_cfg, head = resolve(run, profile, seed, **train_overrides)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{matrix.path}: run {run.id!r} under profile {profile.name!r}: {exc}"
+                ) from None
             key = config_key(train_cfg, head)
             train_key = config_key(train_cfg, head, exclude=EVAL_ONLY_FIELDS)
             work = results / "_work" / f"{train_key}-s{seed}"
@@ -148,6 +152,19 @@ def record_path(results: Path, p: PlannedRun) -> Path:
 def lock_path(results: Path, p: PlannedRun) -> Path:
     """One lock per training: the runs of a group share ``_work/<train key>-s<seed>/``."""
     return results / "_work" / f"{p.train_key}-s{p.seed}.lock"
+
+
+def lock_labels(group: list[PlannedRun]) -> dict[str, Any]:
+    """What the lock file of ``group``'s training names beside its holder: the matrix,
+    profile, seed and run ids, so that ``seps-bench status`` can say what is running
+    without resolving configs into keys (which needs torch; :mod:`seps.store_status`)."""
+    first = group[0]
+    return {
+        "matrix": first.matrix,
+        "profile": first.profile,
+        "seed": first.seed,
+        "runs": [p.run.id for p in group],
+    }
 
 
 #: Failures that say something about the machine, not about the run: they are not final
@@ -218,11 +235,11 @@ def _what_runs_here(work: Path) -> str:
     return "training, evaluation"
 
 
-def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
+def _train_into(record: dict[str, Any], p: PlannedRun, tensorboard: bool = True) -> None:
     """Train and evaluate ``p``, adding its outcome to ``record`` (see :func:`execute`)."""
     try:
         # Looked up at call time (tests stand a failing trainer in for it).
-        result = trainer.train(p.train_cfg, p.head, resume=True)
+        result = trainer.train(p.train_cfg, p.head, resume=True, tensorboard=tensorboard)
         record.update(
             status="done",
             error=None,
@@ -257,7 +274,9 @@ def _train_into(record: dict[str, Any], p: PlannedRun) -> None:
         )
 
 
-def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, Any]:
+def execute(
+    p: PlannedRun, results: Path, progress: bool = False, tensorboard: bool = True
+) -> dict[str, Any]:
     """Train (or resume) and evaluate one planned run; write and return its record.
 
     ``status`` is ``done``; ``diverged`` (a non-finite loss ended training: the
@@ -267,7 +286,9 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     :func:`~seps.version.code_version` of this code under ``code_version``, and
     ``machine_load``: the load average sampled while it ran (:mod:`seps.machine_load`),
     which says whether its timings had the machine to themselves, and ``covers``: what
-    of the run this process did (:func:`_what_runs_here`).
+    of the run this process did (:func:`_what_runs_here`). ``tensorboard``: the training
+    writes TensorBoard event files in its folder (:mod:`seps.train.hooks_tensorboard`;
+    not part of the run or its key).
     """
     cfg = p.train_cfg
     cfg.progress = progress
@@ -286,7 +307,7 @@ def execute(p: PlannedRun, results: Path, progress: bool = False) -> dict[str, A
     }
     covers = _what_runs_here(Path(cfg.out_dir))
     with LoadWatch() as watch:  # what else ran while this run was timed
-        _train_into(record, p)
+        _train_into(record, p, tensorboard)
     record[LOAD_FIELD] = {**watch.summary(), "covers": covers}
     stamp(record, cfg.pretrain_build)  # the CPU and pretrained weights, which decide the bits too
     record["wall_seconds"] = time.perf_counter() - t0
@@ -326,6 +347,7 @@ def run_group(
     block: bool = False,
     reuse: bool = True,
     say: Callable[[str], None] = print,
+    tensorboard: bool = True,
 ) -> list[dict[str, Any]] | None:
     """Run the pending runs of one training group under its lock.
 
@@ -339,7 +361,7 @@ def run_group(
     run whose key and seed another matrix of the store has already measured at this code
     version is copied from that record instead (:func:`copy_twin`).
     """
-    lock = RunLock(lock_path(results, group[0]))
+    lock = RunLock(lock_path(results, group[0]), about=lock_labels(group))
     if not lock.acquire():
         if not block:
             return None
@@ -369,7 +391,7 @@ def run_group(
             if not claimed:
                 _claim_work_dir(group, say)
                 claimed = True
-            rec = execute(p, results, progress=progress)
+            rec = execute(p, results, progress=progress, tensorboard=tensorboard)
             say(f"{p.run.id} s{p.seed}: {rec['status']} in {rec['wall_seconds']:.0f} s")
             out.append(rec)
     return out
@@ -422,6 +444,7 @@ def run_matrix(
     ray_address: str | None = None,
     reuse: bool = True,
     say: Callable[[str], None] | None = None,
+    tensorboard: bool = True,
     **train_overrides: Any,
 ) -> MatrixOutcome:
     """Run every pending (run, seed) of ``matrix``; return the records of the plan.
@@ -435,7 +458,9 @@ def run_matrix(
     is done again (:func:`decide`). Runs sharing a training are done together under one
     lock; a group another process holds is waited for at the end. With ``reuse`` (the
     default), a run another matrix of the store has already measured (same key and
-    seed, this code version) is copied, not evaluated again (:mod:`seps.twins`).
+    seed, this code version) is copied, not evaluated again (:mod:`seps.twins`). With
+    ``tensorboard`` (the default) each training writes TensorBoard event files in its
+    folder (``_work/<train key>-s<seed>/tensorboard/``); it is no part of any run.
     """
     from tqdm.auto import tqdm
 
@@ -467,8 +492,10 @@ def run_matrix(
         say(stale_message(matrix.name, len(stale), rerun_stale=rerun_stale))
     # Once per recipe, before any run seeds itself and outside every run's clock, for
     # both backends (see seps.prebuild for why); a bad recipe stops here, before training.
+    # Once per dataset too: each generated set and tokenizer cache is checked against its
+    # seal (seps.derived) and made again when damaged.
     recipes = {g[0].train_cfg.pretrain_build: g[0].train_cfg for g in groups.values()}
-    for cfg in recipes.values():
+    for cfg in distinct_inputs(g[0].train_cfg for g in groups.values()):
         prebuild_pretraining(cfg, progress=progress)
     n_todo = sum(len(g) for g in groups.values())
     existing = [r for r in map(read_record, kept) if r is not None]
@@ -487,6 +514,7 @@ def run_matrix(
             retry_failed=retry_failed,
             rerun_stale=rerun_stale,
             reuse=reuse,
+            tensorboard=tensorboard,
         )
     else:
         desc = f"{matrix.name} ({profile.name})"
@@ -500,6 +528,7 @@ def run_matrix(
             progress=progress,
             reuse=reuse,
             say=say,
+            tensorboard=tensorboard,
         )
         for group in groups.values():
             check_stop(KEPT)
@@ -533,15 +562,11 @@ def _say_failures(records: list[dict[str, Any]], say: Callable[[str], None]) -> 
 
 
 def check_data_dirs(planned: list[PlannedRun]) -> None:
-    """Refuse, before any training, a data folder that no run could use (one message for
-    the matrix instead of one failed record per run)."""
-    seen = set()
-    for p in planned:
-        where = (p.train_cfg.dataset, p.train_cfg.data_path, p.train_cfg.synth_images)
-        if where not in seen:
-            seen.add(where)
-            trainer.check_data_dir(p.train_cfg)  # a synthetic target, or the folder
-            trainer.check_training_files(p.train_cfg)  # official layout: each file
+    """Refuse, before any training, data that no run could use (one message for the
+    matrix instead of one failed record per run): :func:`seps.data_checks.check_data_dirs`."""
+    from .data_checks import check_data_dirs as check
+
+    check(p.train_cfg for p in planned)
 
 
 __all__ = [

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 
 from .hub import one_line
-from .store import temp_path
 
 __all__ = ["UnsafeFileError", "load_tensor_json", "load_torch_data", "save_tensor_json"]
 
@@ -126,33 +125,36 @@ def _decode(obj: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
 
 def save_tensor_json(path: Path, obj: Any) -> None:
     """Write ``obj`` (tensors, dicts, lists, tuples, Counters, JSON scalars) to ``path``
-    as safetensors, atomically (``path`` is always whole: old or new)."""
-    from safetensors.torch import save_file
+    as safetensors, atomically (``path`` is always whole: old or new), with the hash of
+    its tensors in its metadata (:func:`seps.derived.save_safetensors`)."""
+    from .derived import save_safetensors
 
     tensors: dict[str, torch.Tensor] = {}
     doc = json.dumps(_encode(obj, tensors, set()), sort_keys=True).encode()
     tensors[JSON_TENSOR] = torch.frombuffer(bytearray(doc), dtype=torch.uint8)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    try:
-        save_file(tensors, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    save_safetensors(path, tensors)
 
 
 def load_tensor_json(path: str | os.PathLike[str]) -> Any:
-    """What :func:`save_tensor_json` wrote to ``path``.
+    """What :func:`save_tensor_json` wrote to ``path``, checked against the hash of its
+    tensors written with it (:mod:`seps.derived`; a file written before files carried one
+    is only read).
 
     Raises:
-        ValueError: not such a file (unreadable, or without its JSON part).
+        ValueError: not such a file (unreadable, or without its JSON part), or its content
+            does not match its hash.
     """
-    from safetensors.torch import load_file
+    from .derived import DerivedFileError, load_safetensors
 
     try:
-        tensors = load_file(os.fspath(path), device="cpu")
+        tensors = load_safetensors(path, require_hash=False)
+    except DerivedFileError as exc:
+        if exc.problem.startswith("content does not match"):  # whole, but not as written
+            raise ValueError(f"{os.fspath(path)!r}: {exc.problem}") from None
+        raise ValueError(
+            f"{os.fspath(path)!r}: not a readable seps-bench safetensors file ({exc.problem})"
+        ) from None
+    try:
         doc = json.loads(bytes(tensors.pop(JSON_TENSOR).numpy()).decode())
         return _decode(doc, tensors)
     except Exception as exc:

@@ -100,6 +100,11 @@ def set_aside_stale(path: Path) -> Path:
 WORK_VERSION_FILE = "code_version"
 
 
+#: What :func:`work_dir_version` gives for a marker that cannot be read: no code's
+#: version, so the folder is set aside and trained anew, never resumed.
+UNREADABLE_MARKER = "unreadable marker"
+
+
 def work_dir_version(work: Path) -> str | None:
     """The code version that wrote the training state in ``work`` (``None``: no marker,
     e.g. a folder made before the runner wrote one)."""
@@ -107,6 +112,8 @@ def work_dir_version(work: Path) -> str | None:
         return (Path(work) / WORK_VERSION_FILE).read_text(encoding="utf-8").strip() or None
     except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError):  # damaged (or a folder): no version's, so stale
+        return UNREADABLE_MARKER
 
 
 def reusable_work_dir(work: Path, version: str) -> bool:

@@ -3,8 +3,12 @@
 Everything the suite writes goes through :func:`atomic_write_bytes` (a private temporary
 file in the same folder, then ``os.replace``), so a reader or a killed writer sees either
 the old file or the new one, never a part. A temporary file is named
-``.<name>.<pid>.tmp``; one left behind by a process that no longer runs is removed by
-:func:`clean_stale_temps` when the runner starts.
+``.<name>.<pid>@<host tag>.tmp``; one left behind by a process that no longer runs is
+removed by :func:`clean_stale_temps` when the runner starts. The host tag (a hash of the
+host name) keeps one host from removing what a process of another host is writing into a
+store they share (a pid means nothing on another host); such a file is removed only once
+it is a day old. A name without a tag (``.<name>.<pid>.tmp``, written before names had
+one, or by the dataset generator) counts as this host's.
 
 A run record is ``<results>/<matrix>/<run id>-<key>-s<seed>.json`` with
 ``"schema": "seps-bench/run/1"``. :func:`read_record` tells three cases apart: no file
@@ -22,6 +26,8 @@ run never leaves a lock that blocks the next one.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -54,15 +60,24 @@ __all__ = [
 ]
 
 SCHEMA = "seps-bench/run/1"
-_TMP = re.compile(r"^\..+\.(\d+)\.tmp$")
+_TMP = re.compile(r"^\..+\.(\d+)(?:@([0-9a-f]{8}))?\.tmp$")
+#: How old a temporary file of another host must be before :func:`clean_stale_temps`
+#: takes its writer for gone (seconds).
+FOREIGN_TEMP_AGE = 24 * 3600
 #: The name the runner gives a record: ``<run id slug>-<16 hex key>-s<seed>.json``.
 RECORD_NAME = re.compile(r"^(?P<run>.+)-(?P<key>[0-9a-f]{16})-s(?P<seed>\d+)\.json$")
+
+
+@functools.cache
+def host_tag() -> str:
+    """8 hex digits of a hash of this host's name: the ``@<tag>`` of temporary names."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def temp_path(path: Path) -> Path:
     """The private temporary name of ``path`` for this process (same folder, so that
     ``os.replace`` is a rename on one file system)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    return path.with_name(f".{path.name}.{os.getpid()}@{host_tag()}.tmp")
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, fault_point: str | None = None) -> None:
@@ -102,7 +117,7 @@ def pid_alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none, or a number no pid can be
         return False
     except PermissionError:  # it exists, owned by someone else
         return True
@@ -110,16 +125,24 @@ def pid_alive(pid: int) -> bool:
 
 
 def clean_stale_temps(folder: Path, *, recursive: bool = True) -> list[Path]:
-    """Remove the ``.<name>.<pid>.tmp`` files and folders in ``folder`` (and below it,
-    with ``recursive``) whose writer no longer runs (left by a kill during a write);
-    return what was removed."""
+    """Remove the ``.<name>.<pid>[@<host tag>].tmp`` files and folders in ``folder`` (and
+    below it, with ``recursive``) whose writer no longer runs (left by a kill during a
+    write): this host's whose pid is gone, another host's once a day old
+    (:data:`FOREIGN_TEMP_AGE`); return what was removed."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir():
         return removed
     for path in folder.rglob(".*.tmp") if recursive else folder.glob(".*.tmp"):
         m = _TMP.match(path.name)
-        if m and not pid_alive(int(m.group(1))):
+        if m and m.group(2) not in (None, host_tag()):  # another host's: its pid means
+            try:  # nothing here; gone once it is a day old
+                gone = time.time() - path.lstat().st_mtime > FOREIGN_TEMP_AGE
+            except FileNotFoundError:
+                continue
+        else:
+            gone = m is not None and not pid_alive(int(m.group(1)))
+        if gone:
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -260,7 +283,9 @@ def quarantine(path: Path) -> Path:
 
 class RunLock:
     """An exclusive, non-blocking lock on the file ``path``, which holds the owner's
-    ``{"pid", "host", "since"}`` for messages.
+    ``{"pid", "host", "since"}`` for messages, and ``about``: what the owner does under it
+    (the runner names the matrix, profile, seed and runs, which ``seps-bench status``
+    reports without taking the lock: :mod:`seps.store_status`).
 
     The lock is a ``fcntl.flock`` on the open file, so the kernel releases it when the
     holder ends in any way (a SIGKILL included): no stale-lock guessing. The file is
@@ -269,8 +294,9 @@ class RunLock:
     when another holds it (:attr:`holder` then says which).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, about: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
+        self.about = dict(about or {})
         self.holder: dict[str, Any] | None = None
         self._fd: int | None = None
 
@@ -302,9 +328,10 @@ class RunLock:
             if same:
                 break
             os.close(fd)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(me).encode())
+        me = {**self.about, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        data = json.dumps(me).encode()
+        os.pwrite(fd, data, 0)  # then cut: a reader (status) never sees an empty file
+        os.ftruncate(fd, len(data))
         self._fd = fd
         self.holder = me
         return True

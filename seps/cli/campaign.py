@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..ablation_index import default_root, list_matrices
-from ..campaign import list_campaigns, load_campaign, step_argv
+from ..campaign import Campaign, list_campaigns, load_campaign, step_argv
 from .options import add_reports_option, add_results_option
 from .registry import load
 
@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "./ablations when present, else the definitions shipped in the package)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-tensorboard",
+        action="store_true",
+        help="write no TensorBoard event files (passed to every step's run)",
+    )
 
 
 def _run_step(argv: list[str]) -> int:
@@ -57,21 +62,56 @@ def _run_step(argv: list[str]) -> int:
     return int(runner(args) or 0)
 
 
+def _check_steps(campaign: Campaign, root: Path, args: argparse.Namespace) -> None:
+    """Load what every step's ``seps-bench run`` reads (the profile, each step's matrix
+    and its ``--only`` selection, the report's definitions when the campaign writes
+    reports); raise the first fault as ``ValueError`` naming the campaign file and step."""
+    from ..ablations import load_matrix, load_profile, select_runs
+
+    load_profile(campaign.profile, root)
+    for i, step in enumerate(campaign.steps):
+        try:
+            matrix = load_matrix(step.matrix, root)
+            select_runs(matrix, step.only)
+            if getattr(step, "until_decided", False):  # its design, read before step 1
+                from ..report.sequential import check_design, design_for
+
+                design = design_for(matrix.name, root)
+                if design is None:
+                    raise ValueError(
+                        f"{matrix.name}: no sequential design names this matrix "
+                        "(sequential.yaml of the ablation definitions); until_decided needs one"
+                    )
+                check_design(design, root)
+            if campaign.report:
+                from ..report.preflight import check_report_definitions
+
+                check_report_definitions(matrix, root)
+        except ValueError as exc:
+            raise ValueError(f"{campaign.path}: steps[{i}] ({step.matrix}): {exc}") from None
+    if not args.dry_run:
+        from ..store import check_writable
+
+        check_writable(Path(args.results), "--results")
+        if campaign.report:
+            check_writable(Path(args.reports), "--reports")
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.ablations) if args.ablations else default_root()
     campaign = load_campaign(args.campaign, list_matrices(root))
     extra = ["--no-progress"] if args.no_progress else []
+    if args.no_tensorboard:
+        extra.append("--no-tensorboard")
     if args.ablations:
         extra += ["--ablations", args.ablations]
     n = len(campaign.steps)
+    # Every step's definitions are checked before the first step trains (the profile, each
+    # matrix with its runs, each --only): a fault in step 5 stops the campaign now, in one
+    # line, not after hours of steps 1 to 4. A dry run checks the same, so a campaign that
+    # lists cleanly also starts.
+    _check_steps(campaign, root, args)
     if args.dry_run:
-        # A dry run checks what each step's run would read first (the profile, each
-        # matrix), so a campaign that lists cleanly also starts.
-        from ..ablations import load_matrix, load_profile
-
-        load_profile(campaign.profile, root)
-        for step in campaign.steps:
-            load_matrix(step.matrix, root)
         print(f"campaign {campaign.name}: {n} steps, profile {campaign.profile}")
         for i, step in enumerate(campaign.steps, 1):
             argv = step_argv(campaign, step, args.results, args.reports, extra)

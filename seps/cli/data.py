@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 
 from ..data.captions import GRAMMARS
 from ..data.synth import DEFAULT_DENSE_NOISE, generate_synthetic
@@ -66,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--splits: expected three comma-separated numbers, got {args.splits!r}"
         ) from None
+    target = Path(args.output)
+    if os.path.lexists(target) and not target.exists():  # a broken link or a link loop
+        raise ValueError(f"--output {args.output!r}: a link that leads nowhere; expected a folder")
     start = time.perf_counter()
     out = generate_synthetic(
         args.output,

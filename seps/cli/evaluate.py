@@ -87,6 +87,7 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, Any, Any, Path]:
     from ..devices import check_device
     from ..model import ModelSpec, build_model
     from ..official import OFFICIAL_EVAL_MAX_WORDS, load_checkpoint, load_official_tokenizer
+    from ..prebuild import check_dataset
     from ..train.checkpoints import checkpoint_tokenizer, load_run_checkpoint
     from ..train.data import build_tokenizer, prepare_data_dir
 
@@ -135,6 +136,7 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, Any, Any, Path]:
     cfg = TrainConfig(**tc)
     model = build_model(ModelSpec(**ckpt["model_spec"]), SEPSConfig(**ckpt["seps_config"]))
     model.load_state_dict(ckpt["model"])
+    check_dataset(cfg)  # a generated set damaged on disk is made again (seps.derived)
     data_dir = prepare_data_dir(cfg)
     tokenizer = checkpoint_tokenizer(ckpt, Path(args.checkpoint))
     if tokenizer is None:  # an older checkpoint: rebuild it from the training captions

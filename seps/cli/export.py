@@ -71,7 +71,13 @@ def _check_output(out: Path, results: Path, overwrite: bool) -> None:
     file of the result store, or (without ``--overwrite``) any existing file."""
     if out.is_dir():
         raise ValueError(f"--output: {out}: is a folder; expected a file to write")
-    if out.resolve().is_relative_to(results.resolve()):
+    try:
+        inside = out.resolve().is_relative_to(results.resolve())
+    except (OSError, RuntimeError) as exc:  # a symbolic link loop (RuntimeError before 3.13)
+        raise ValueError(
+            f"--output: {out}: cannot be resolved ({exc}); expected a file path"
+        ) from None
+    if inside:
         raise ValueError(
             f"--output: {out}: inside the result store {results}; expected a path outside it"
         )

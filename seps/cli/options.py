@@ -116,8 +116,14 @@ def config_values(args: argparse.Namespace, cls: type, names: list[str]) -> dict
 
 def seed_list(text: str) -> list[int]:
     """``--seeds``: comma-separated integers, e.g. ``0,1,2``."""
+    parts = [s.strip() for s in text.split(",")]
+    if any(parts) and not all(parts):  # "0,,1": a seed left out between commas
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: an empty seed between commas; expected comma-separated "
+            "integers, e.g. 0,1,2"
+        )
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
+        seeds = [int(s) for s in parts if s]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"invalid value {text!r}; expected comma-separated integers, e.g. 0,1,2"

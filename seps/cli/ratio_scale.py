@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 
 import pandas as pd
 
@@ -95,7 +96,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..definition_checks import seeds_problem
+
     profile = load_profile(args.profile)
+    # Before anything is built or computed: values no probe can use.
+    problem = seeds_problem([args.seed])
+    if problem:
+        raise ValueError(f"--seed: invalid value {args.seed}: {problem}")
+    if args.steps < 1:
+        raise ValueError(f"--steps: invalid value {args.steps}; expected a positive integer")
+    if os.path.lexists(args.results) and not os.path.isdir(args.results):
+        raise ValueError(f"--results: {args.results}: not a folder; expected a result store")
     spec = RunSpec(
         id="probe",
         preset=args.preset,

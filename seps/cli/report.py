@@ -9,6 +9,7 @@ unless ``--allow-mixed-versions``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from ..version import code_version
 
     root = Path(args.ablations) if args.ablations else default_root()
+    if os.path.lexists(args.results) and not Path(args.results).is_dir():
+        raise ValueError(f"--results: {args.results}: not a folder; expected a result store")
     names = list(args.matrices) or matrices_with_records(args.results)
     if not names:
         raise ValueError(

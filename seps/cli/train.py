@@ -83,6 +83,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue from <run-dir>/checkpoint_last.safetensors (or an older .pt)",
     )
+    p.add_argument(
+        "--no-tensorboard",
+        action="store_true",
+        help="write no TensorBoard event files (by default under <run-dir>/tensorboard/); "
+        "not part of the run: its result is the same either way",
+    )
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -158,10 +164,15 @@ def run(args: argparse.Namespace) -> int:
     check_in_force()
     seps_cfg = get_config(args.preset, **head_and_train_sets(args.set)[0])
     cfg = train_config_from_args(args)
+    from ..definition_checks import config_problem
+
+    problem = config_problem(cfg)  # what TrainConfig accepts but no run can use (lr: inf)
+    if problem:
+        raise ValueError(problem)
     check_pretrain_fits(cfg)
     prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.prebuild
     try:
-        result = train(cfg, seps_cfg, resume=args.resume)
+        result = train(cfg, seps_cfg, resume=args.resume, tensorboard=not args.no_tensorboard)
     except DivergedError as exc:
         print(f"seps-bench train: diverged: {exc} -> {cfg.out_dir}/result.json", file=sys.stderr)
         return 1

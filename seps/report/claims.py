@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..ablations import Matrix, default_root, load_matrix
+from ..definition_checks import read_yaml_file
 from .records import DENSE_LABELS
 
 #: The claims file inside an ablation root.
@@ -249,10 +248,7 @@ def load_claim_file(
     path = Path(path) if path is not None else root / CLAIMS_FILE
     if not path.exists():
         raise ClaimError(f"{path}: claims file not found")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ClaimError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    doc = read_yaml_file(path, ClaimError)  # one line per fault (seps.definition_checks)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ClaimError(f"{path}: expected a mapping with a 'claims' list")
     matrices: dict[str, Matrix] = {}

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from ..ablations import Matrix, RunSpec, default_root, packaged_root
 from ..config import PRESETS, get_config
+from ..definition_checks import read_yaml_file
 from ..formatting import DASH, fmt, is_missing, markdown_table
 from .records import DENSE_COLUMN, LABELS, METRICS, profiles
 from .summary import delta_text, metric_cell, variant_text
@@ -40,10 +40,15 @@ COEFFICIENT_CONTEXT_KEYS = frozenset({"decision"})
 
 def load_paper_figures(root: Path | None = None) -> dict[str, Any]:
     """``paper_figures.yaml`` of the ablation root, else the repository's (or ``{}``)."""
+    from .preflight import figures_problem
+
     for path in ((root or default_root()) / "paper_figures.yaml", REPO_FIGURES):
         if path.exists():
-            doc = yaml.safe_load(path.read_text())
-            return doc if isinstance(doc, dict) else {}
+            doc = read_yaml_file(path) or {}  # one line per fault (seps.definition_checks)
+            problem = figures_problem(doc)
+            if problem:
+                raise ValueError(f"{path}: {problem}")
+            return dict(doc)
     return {}
 
 
@@ -52,9 +57,9 @@ def load_claims(root: Path | None, figures: Mapping[str, Any]) -> dict[str, str]
     out: dict[str, str] = {}
     path = (root or default_root()) / "differences.yaml"
     if path.exists():
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = read_yaml_file(path) or {}
         for section in ("differences", "findings"):
-            for e in doc.get(section) or []:
+            for e in (doc.get(section) or []) if isinstance(doc, Mapping) else []:
                 if isinstance(e, Mapping) and e.get("claimed_impact"):
                     out[str(e["id"])] = str(e["claimed_impact"])
     for row in _rows(figures, "claimed_impacts"):

@@ -3,13 +3,20 @@
 
 One concept per module, imported one way only (top to bottom)::
 
-    loop             the training loop: train(), RunState, DivergedError, finish()
+    loop             the training loop: train() (the epoch and the step), run_hooks()
+    hooks            the one hook interface of the loop: TrainHook, Hooks, Run, Epoch, Batch
+    hooks_*          the hooks: controls (selection priors), checkpoint (checkpoints,
+                     SIGTERM), log (console), tensorboard (event files)
+    prepare          what a run builds before its first epoch (data, model, optimiser)
+    result           the final evaluation and result.json: finish()
+    run_state        RunState, DivergedError
     evaluation       encode_split(), evaluate_model()
     features         frozen-backbone features and their on-disk cache
     data             dataset folder, tokenizer, image and caption tensors of a split
     distributed      torchrun set-up (Dist, init_distributed) and the DDP TrainStep
     checkpoints      writing and reading run checkpoints and their tokenizer
-    movement         how far each learned part moved, its gradient share (MovementMeter)
+    movement         how far each learned part moved, its gradient share (MovementMeter,
+                     attached as MovementHook)
     run_environment  seeding, environment() record, peak memory
 
 This package re-exports the public API, so ``from seps.train import train`` etc. work.
@@ -45,6 +52,7 @@ from .data import (
 from .distributed import Dist, TrainStep, barrier, data_parallel, init_distributed
 from .evaluation import encode_split, evaluate_model
 from .features import backbone_features, cached_features
+from .hooks import Hooks, TrainHook
 from .loop import (
     DivergedError,
     RunState,
@@ -52,6 +60,7 @@ from .loop import (
     finish,
     grad_norm,
     ratio_grad_norm,
+    run_hooks,
     set_dropout,
     train,
 )
@@ -66,11 +75,13 @@ __all__ = [
     "PROTOCOLS",
     "Dist",
     "DivergedError",
+    "Hooks",
     "ImageStore",
     "RunState",
     "SplitTensors",
     "TextTable",
     "TrainConfig",
+    "TrainHook",
     "TrainStep",
     "backbone_features",
     "barrier",
@@ -95,6 +106,7 @@ __all__ = [
     "prepare_data_dir",
     "ratio_grad_norm",
     "run_checkpoint_path",
+    "run_hooks",
     "save_run_checkpoint",
     "seed_everything",
     "set_dropout",

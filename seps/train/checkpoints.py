@@ -6,7 +6,11 @@ scheduler and run state, the configs and the tokenizer, under ``"format":
 "seps-bench/1"``. It is data only (:func:`seps.safe_files.save_tensor_json`: safetensors
 plus JSON), so reading one runs no code. Checkpoints written before that
 (``checkpoint_last.pt``, pickled) are still read, with ``weights_only=True``: tensors and
-plain containers only (:func:`run_checkpoint_path` finds either).
+plain containers only (:func:`run_checkpoint_path` finds either). A data-only file carries
+the hash of its tensors (:mod:`seps.derived`), checked on every read: a damaged checkpoint
+named on the command line is refused in one line, and the one a run would resume from is
+set aside, with the other state it reads back, so the run trains again
+(:func:`set_aside_damaged_state`).
 :func:`checkpoint_tokenizer` is the one place that reads the stored tokenizer back.
 
 Once a run has done its last epoch, :func:`drop_training_state` rewrites its checkpoint
@@ -40,9 +44,45 @@ LEGACY_CHECKPOINT_NAME = "checkpoint_last.pt"
 
 def run_checkpoint_path(out_dir: Path) -> Path:
     """The checkpoint of the run in ``out_dir``: the data-only one, or else one written in
-    the older pickled format; the data-only name when there is neither."""
+    the older pickled format; the data-only name when there is neither.
+
+    What a resumed run reads back is checked first (:func:`set_aside_damaged_state`): a
+    damaged checkpoint is named in one line and set aside, and the data-only name, now
+    absent, is returned, so the run trains again from its first epoch."""
     new, old = Path(out_dir) / CHECKPOINT_NAME, Path(out_dir) / LEGACY_CHECKPOINT_NAME
+    if new.is_file():
+        set_aside_damaged_state(Path(out_dir))
     return old if old.is_file() and not new.is_file() else new
+
+
+def set_aside_damaged_state(out_dir: Path) -> list[Path]:
+    """Check what a run resumed in ``out_dir`` reads back (its checkpoint, the movement
+    baseline ``θ_init`` and the best-validation weights, each against the hash written
+    with it, :mod:`seps.derived`). When one is damaged (cut short, unreadable, or not
+    matching its hash) it is named in one line and all of them are moved aside as
+    ``*.corrupt``: the run then starts from scratch, which gives the same record as a
+    fresh store (one checkpoint is kept, so there is no earlier good one to go back to).
+    Returns what was moved (empty when all is well). Files written before files carried
+    a hash are only checked to be readable."""
+    from ..derived import report, safetensors_problem, set_aside
+    from .movement import INIT_FILE
+
+    out_dir = Path(out_dir)
+    state = [out_dir / n for n in (CHECKPOINT_NAME, INIT_FILE, BEST_NAME)]
+    for path in state:
+        problem = safetensors_problem(path, require_hash=False) if path.is_file() else None
+        if problem is not None:
+            break
+    else:
+        return []
+    moved = [m for m in (set_aside(p) for p in state if p.is_file()) if m is not None]
+    report(
+        path,
+        problem,
+        f"moved the run's state aside ({', '.join(m.name for m in moved) or 'by another process'})"
+        "; training again from the first epoch",
+    )
+    return moved
 
 
 def _read(path: Path) -> Any:

@@ -4,22 +4,22 @@ Under the ``frozen`` protocol the backbones never change, so their token outputs
 (before the projections) are computed by :func:`backbone_features` and cached as
 safetensors by :func:`cached_features`, keyed by the backbone weights, the data and
 the caption lengths; training and evaluation then only run the projections and the head.
+Each cache file carries the hash of its tensors (:mod:`seps.derived`): a damaged one is
+named in one line and computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from ..derived import DerivedFileError, load_safetensors, report, save_safetensors
 from ..model import ModelSpec, SEPSModel
-from ..store import temp_path
 from ..train_config import TrainConfig
 from ..version import code_version
 from .data import SplitTensors
@@ -66,7 +66,10 @@ def cached_features(
     device: torch.device,
     tag: str,
 ) -> dict[str, Tensor]:
-    """:func:`backbone_features`, cached as safetensors keyed by backbone weights and data."""
+    """:func:`backbone_features`, cached as safetensors keyed by backbone weights and data.
+
+    The file carries the hash of its tensors (:mod:`seps.derived`); one that does not match
+    it, or cannot be read, is named in one line and computed again."""
     cache = Path(cfg.cache_dir or Path(cfg.out_dir) / "feature_cache")
     weights = _fingerprint(
         [
@@ -89,10 +92,10 @@ def cached_features(
     )
     path = cache / f"{tag}-{key}.safetensors"
     if path.exists():
-        return load_file(str(path))
+        try:
+            return load_safetensors(path)
+        except DerivedFileError as exc:  # damaged on disk: computed again, never used
+            report(path, exc.problem, "computing the features again")
     feats = backbone_features(model, split, device)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    save_file({k: v.contiguous() for k, v in feats.items()}, str(tmp))
-    os.replace(tmp, path)
+    save_safetensors(path, {k: v.contiguous() for k, v in feats.items()})
     return feats

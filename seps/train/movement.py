@@ -33,17 +33,22 @@ training starts and read back on resume; the per-epoch shares are kept in the hi
 (``grad_share``), which the checkpoint already carries. A run resumed from a checkpoint
 made before this file existed has ``relative_change``, ``change`` and ``init_norm``
 ``None``.
+
+The training loop measures through :class:`MovementHook`, one of its hooks
+(:mod:`seps.train.hooks`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from .hooks import Epoch, Run, TrainHook
 
 #: Parameter groups in record order: name -> what it holds. Names are what the
 #: scorecard's switch table (:mod:`seps.report.frozen`) refers to.
@@ -111,21 +116,27 @@ def snapshot(model: nn.Module) -> dict[str, Tensor]:
 
 
 def save_init(path: Path, init: Mapping[str, Tensor]) -> None:
-    """Write ``θ_init`` to ``path`` atomically (a half-written file is never read)."""
-    from safetensors.torch import save_file
+    """Write ``θ_init`` to ``path`` atomically (a half-written file is never read), with
+    the hash of its tensors (:func:`seps.derived.save_safetensors`)."""
+    from ..derived import save_safetensors
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(dict(init), str(tmp))
-    tmp.replace(path)
+    save_safetensors(path, init)
 
 
 def load_init(path: Path) -> dict[str, Tensor] | None:
-    """``θ_init`` saved by :func:`save_init`, or ``None`` when there is no such file."""
+    """``θ_init`` saved by :func:`save_init`, or ``None`` when there is no such file.
+
+    Raises:
+        ValueError: the file does not match its hash or cannot be read (the run's resume
+            check, :func:`seps.train.checkpoints.run_checkpoint_path`, sets such a file
+            aside with the checkpoint before training starts, so this is a damage that
+            happened since).
+    """
     if not path.is_file():
         return None
-    from safetensors.torch import load_file
+    from ..derived import load_safetensors
 
-    return load_file(str(path))
+    return load_safetensors(path, require_hash=False)
 
 
 def grad_shares(groups: Mapping[str, Sequence[nn.Parameter]]) -> dict[str, float] | None:
@@ -254,10 +265,47 @@ class MovementMeter:
         return movement(self.groups, self.names, self.init, history)
 
 
+class MovementHook(TrainHook):
+    """The meter attached to the training loop (:mod:`.hooks`): built when the run starts
+    (``meter`` makes it: :class:`MovementMeter`), it reads each step's shares before
+    clipping, counts them once the step is taken, adds ``grad_share`` and
+    ``grad_share_steps`` to each epoch's record, keeps its sums in a mid-epoch
+    checkpoint (``movement``) and fills the result's ``movement``."""
+
+    def __init__(self, meter: Callable[..., Any] = MovementMeter) -> None:
+        self.make = meter
+        self.meter: Any = None
+        self._shares: dict[str, float] | None = None
+
+    def on_run_start(self, run: Run) -> None:
+        self.meter = self.make(run.model, run.out, run.resuming, save=run.dist.main)
+
+    def on_epoch_start(self, run: Run, ep: Epoch) -> None:
+        if ep.resumed:
+            self.meter.restore_partial(ep.resumed.get("movement"))
+
+    def on_gradients(self, run: Run, ep: Epoch) -> None:
+        self._shares = self.meter.step()
+
+    def on_step_end(self, run: Run, ep: Epoch, logged: dict[str, Any]) -> None:
+        self.meter.count(self._shares)
+
+    def epoch_fields(self, run: Run, ep: Epoch) -> dict[str, Any]:
+        return self.meter.epoch_fields()
+
+    def partial_state(self) -> dict[str, Any]:
+        return {"movement": self.meter.partial_state()}
+
+    def on_run_end(self, run: Run, result: dict[str, Any] | None) -> None:
+        if result is not None:
+            result["movement"] = self.meter.result(run.state.history)
+
+
 __all__ = [
     "GROUPS",
     "INIT_FILE",
     "MOVED",
+    "MovementHook",
     "MovementMeter",
     "epoch_shares",
     "grad_shares",
