@@ -151,9 +151,21 @@ def env(tmp_path: Path) -> dict[str, Path]:
     return {"root": root, "results": results, "out": tmp_path / "reports" / "README.md"}
 
 
-#: Columns of the claims table: claim, source, protocol, measured, scaled claim, MDE,
+#: Columns of the claims table: claim and test, protocol, measured, scaled claim, MDE,
 #: verdict, details.
-MEASURED, SCALED, MDE, VERDICT = 3, 4, 5, 6
+PROTOCOL, MEASURED, SCALED, MDE, VERDICT, DETAILS = 1, 2, 3, 4, 5, 6
+
+
+def _notes(text: str) -> dict[str, str]:
+    """Note number (as the cells cite it, ``[k]``) -> the note under the claims table."""
+    body = text.split("\nNotes:\n", 1)[1].split("\n\n", 2)[1]
+    return {f"[{line.split('. ', 1)[0]}]": line.split(". ", 1)[1] for line in body.splitlines()}
+
+
+def _verdict(cell: str, notes: dict[str, str]) -> str:
+    """A verdict cell with its note written out: ``phrase: note``."""
+    phrase, _, ref = cell.partition(" [")
+    return f"{phrase}: {notes['[' + ref].rstrip('.')}" if ref else phrase
 
 
 def _rows(text: str) -> dict[str, list[str]]:
@@ -257,33 +269,35 @@ def test_malformed_claim_names_the_field(env, change, message):
 # ---------------------------------------------------------------------- verdicts
 def test_verdicts_on_hand_made_records(env):
     text = write_scorecard(env["results"], env["out"], env["root"]).read_text()
-    rows = _rows(text)
-    verdict = {cid: cells[VERDICT] for cid, cells in rows.items()}
+    rows, notes = _rows(text), _notes(text)
+    verdict = {cid: _verdict(cells[VERDICT], notes) for cid, cells in rows.items()}
     assert verdict == {
         "rises": "supported",
-        "flat": "not detected (no stated size)",
+        "flat": "not detected: no stated size, so its power cannot be judged",
         "falls": "contradicted",
         # A claim of no effect seen exactly: supported, with the reason.
         "constant": f"{IDENTICAL_HOLDS}: the ratio loss is a constant under decision=topk",
         "unrun": "no records yet",
-        "one-seed": "not enough seeds (n=1)",
+        "one-seed": "not enough seeds: n=1",
         "best": "supported",
         "leak": "supported",
         "gpu-only": "not testable here: needs Flickr30K on a GPU",
     }
+    # A verdict cell is a short phrase; its reason is a numbered note under the table.
+    assert all(len(cells[VERDICT]) <= 40 for cells in rows.values())
     # rises: Δ rSum per seed 12, 13.2, 10.8, 12.6, 11.4 -> mean +12.0, shown with its CI.
-    assert rows["rises"][3].startswith("+12.0 [")
-    assert "(claimed: higher, +12.0 rSum on Flickr30K; seed 004: medium (1-3%))" in rows["rises"][0]
-    assert "% of the baseline's rSum" in rows["rises"][3]
-    assert rows["unrun"][3] == "— (no record of `ghost`)"
-    assert rows["constant"][3] == "0.0 (bit-identical on 5 seeds)"
+    assert rows["rises"][MEASURED].startswith("+12.0 [")
+    assert "(claimed: higher, +12.0 rSum on Flickr30K; seed 004: medium (1-3%))" in text
+    assert "% of the baseline's rSum" in rows["rises"][MEASURED]
+    assert rows["unrun"][MEASURED] == "— (no record of `ghost`)"
+    assert rows["constant"][MEASURED] == "0.0 (bit-identical on 5 seeds)"
     # The claimed best `up` is the best cell; every other cell is detectably below it.
-    assert rows["best"][3].startswith("best `up` ")
+    assert rows["best"][MEASURED].startswith("best `up` ")
     assert (
         "; claimed is the best (4 of 4 cells, per-cell 95% CI); `noise` − claimed -11.6 ["
-        in rows["best"][3]
+        in rows["best"][MEASURED]
     )
-    assert rows["best"][3].endswith("of 3 cells, 0 detectably above, 3 below")
+    assert rows["best"][MEASURED].endswith("of 3 cells, 0 detectably above, 3 below")
     # One family per claim: rises, flat, falls and leak hold one test each, the optimum
     # three (base, noise and down against up); identical and one-seed rows are not tests.
     assert "one family per claim id, 5 families with a test (7 paired tests in all, 1 to 3" in text
@@ -299,9 +313,9 @@ def test_verdicts_on_hand_made_records(env):
     assert rows["flat"][SCALED] == "no stated size"
     assert rows["rises"][MDE].endswith("(α 0.05, n=5)")
     # The records' protocol is stated when it is not the claimed one.
-    assert rows["leak"][2] == "query vs candidate (records: candidate)"
+    assert rows["leak"][PROTOCOL] == "query vs candidate (records: candidate)"
     assert "how much of the reported dense-caption gain the official evaluation's pairing" in text
-    assert rows["rises"][7] == "[mini](mini.md#results)"
+    assert rows["rises"][DETAILS] == "[mini](mini.md#results)"
     assert text.startswith(MARKER + "\n")
     assert "Profile `standard`: synthetic data, 10,000 images" in text
     assert "seeds 0, 1, 2, 3, 4" in text and "Code version: v1." in text
@@ -404,8 +418,8 @@ def test_rows_name_their_records_cpu_when_the_scorecard_spans_two_cpu_types(env)
         f.write_text(json.dumps(rec, sort_keys=True))
     write_scorecard(env["results"], env["out"], env["root"])
     rows = _rows(env["out"].read_text())
-    assert rows["rises"][2].endswith("; AMD EPYC + Intel Xeon"), rows["rises"][2]
-    assert rows["flat"][2].endswith("; AMD EPYC"), rows["flat"][2]
+    assert rows["rises"][PROTOCOL].endswith("; AMD EPYC + Intel Xeon"), rows["rises"][PROTOCOL]
+    assert rows["flat"][PROTOCOL].endswith("; AMD EPYC"), rows["flat"][PROTOCOL]
 
 
 def test_scorecard_regenerates_byte_identically(env, tmp_path):

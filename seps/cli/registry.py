@@ -90,10 +90,20 @@ COMMANDS: dict[str, Command] = {
         "(times left out), and where they differ, whether code version, CPU float path and "
         "pretrained weights match; exit 1 when any record differs",
     ),
+    "sequential": Command(
+        "seps.cli.sequential",
+        "replay a sequential design (seeds added until each row is decided) on the store: "
+        "each row's decision, look and repeated interval; --check: the same as the store's",
+    ),
     "text-only": Command(
         "seps.cli.text_only",
         "score a split without pixels: each caption against every image's dense caption "
         "(how much the fair `candidate` protocol's dense captions give away; never trains)",
+    ),
+    "status": Command(
+        "seps.cli.status",
+        "what the result store holds per matrix at a profile: done, running (from the lock "
+        "files, never taken), failed, diverged, stale, to do, hours spent and left (reads only)",
     ),
     "export": Command(
         "seps.cli.export",

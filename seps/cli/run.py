@@ -8,6 +8,7 @@ what it needs are imported by :func:`run`.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "code's version (stale records kept) or are of several versions, with a banner "
         "naming them (default: the report step refuses them; see --rerun-stale)",
     )
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="add seeds look by look, as the matrix's sequential design says "
+        "(sequential.yaml of the ablation definitions), only to the runs its open rows "
+        "need, analysing the design after each look and keeping the analysis in "
+        "<results>/_sequential/; stops when every row is detected, bounded or at the cap "
+        "(docs/statistics.md, 'Seeds until decided'); chooses its own seeds and runs, so "
+        "--seeds and --only are refused with it",
+    )
+    p.add_argument(
+        "--max-seeds",
+        type=_positive_int,
+        metavar="N",
+        help="with --until-decided: stop before a look that needs more than N seeds "
+        "(default: the design's cap)",
+    )
     p.add_argument("--no-report", action="store_true", help="do not regenerate the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-tensorboard",
+        action="store_true",
+        help="write no TensorBoard event files (by default each training writes them in its "
+        "folder, <results>/_work/<train key>-s<seed>/tensorboard/); not part of any run: "
+        "records and keys are the same either way",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -123,6 +158,64 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.skip_bad_images:
         out["skip_bad_images"] = True
     return out
+
+
+def _until_decided(
+    args: argparse.Namespace, matrix: Any, profile: Any, root: Path, results: Path
+) -> int:
+    """``--until-decided``: :func:`seps.until_decided.run_until_decided` with this
+    command's runner."""
+    from ..provenance import cpu_identity
+    from ..runner import run_matrix
+    from ..store import check_writable
+    from ..until_decided import run_until_decided
+
+    for flag, value in (("--seeds", args.seeds), ("--only", args.only)):
+        if value is not None:
+            raise ValueError(f"{flag}: not with --until-decided, which chooses the seeds and runs")
+    if not args.dry_run:
+        check_writable(results, "--results")
+
+    def run_seeds(seeds: list[int], only: str) -> None:
+        run_matrix(
+            matrix,
+            profile,
+            list(seeds),
+            results,
+            backend=args.backend,
+            only=only,
+            retry_failed=args.retry_failed,
+            rerun_stale=args.rerun_stale,
+            progress=not args.no_progress,
+            ray_address=args.ray_address,
+            reuse=not args.no_reuse,
+            tensorboard=not args.no_tensorboard,
+            **_overrides(args),
+        )
+
+    status = run_until_decided(
+        matrix,
+        profile,
+        results,
+        root=root,
+        run_seeds=run_seeds,
+        here_cpu=str(cpu_identity()["model"]),
+        max_seeds=args.max_seeds,
+        dry_run=args.dry_run,
+    )
+    if status == 0 and not args.no_report and not args.dry_run:
+        from ..report.render import write_report
+
+        path = write_report(
+            str(matrix.path),
+            results,
+            Path(args.reports),
+            root=root,
+            allow_mixed_versions=args.allow_mixed_versions,
+            current_version=code_version(),
+        )
+        print(f"report: {path}")
+    return status
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,6 +236,19 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     seeds = args.seeds if args.seeds is not None else list(profile.seeds)
     results = Path(args.results)
+    if args.max_seeds is not None and not args.until_decided:
+        raise ValueError("--max-seeds: only with --until-decided")
+    if os.path.lexists(results) and not results.is_dir():  # a dry run reads it too
+        raise ValueError(
+            f"--results {str(results)!r}: not a folder (a file, or a link that leads "
+            "nowhere); expected a result store folder"
+        )
+    if not args.no_report:  # what the report step reads, before anything trains
+        from ..report.preflight import check_report_definitions
+
+        check_report_definitions(matrix, root)
+    if args.until_decided:
+        return _until_decided(args, matrix, profile, root, results)
     if args.dry_run:
         planned = plan(matrix, profile, seeds, results, args.only, **_overrides(args))
         print(
@@ -173,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         ray_address=args.ray_address,
         reuse=not args.no_reuse,
+        tensorboard=not args.no_tensorboard,
         **_overrides(args),
     )
     counts = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "diverged")}

@@ -44,6 +44,8 @@ from .compare import Comparison, Family, compare
 from .frozen import frozen_reason, with_frozen
 from .paper import load_claims, load_paper_figures
 from .records import profiles
+from .sequential import Design, analyse, design_for
+from .sequential_section import decision_lines, plot_decisions
 from .summary import DID_NOT_TRAIN, delta_text, p_adj_text, verdict_text
 from .verdicts import UNTESTABLE
 
@@ -119,8 +121,19 @@ def difference_frozen(current: pd.DataFrame) -> dict[str, dict[str, dict[str, st
     return out
 
 
-def difference_comparisons(current: pd.DataFrame) -> list[Comparison]:
-    """Every comparison the section prints (they join the report's family)."""
+def _design(current: pd.DataFrame, root: Path | None) -> Design | None:
+    """The sequential design of the records' matrix, if one names it."""
+    if current.empty:
+        return None
+    names = sorted({str(m) for m in current["matrix"].dropna()})
+    return next((d for d in (design_for(n, root) for n in names) if d is not None), None)
+
+
+def difference_comparisons(current: pd.DataFrame, root: Path | None = None) -> list[Comparison]:
+    """Every comparison the section prints (they join the report's family): none under
+    a sequential design, whose decisions are the design's, not the report's tests."""
+    if _design(current, root) is not None:
+        return []
     return [
         c
         for by_diff in difference_cells(current).values()
@@ -311,10 +324,44 @@ def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float
     return drawn
 
 
-def difference_section(
-    current: pd.DataFrame, matrix_name: str, out_dir: Path, family: Family | None
+def sequential_section(
+    design: Design, matrix_name: str, out_dir: Path, results: Path, root: Path | None
 ) -> tuple[list[str], dict[str, str], Any]:
-    """The section's markdown lines, ``{caption: png}`` and the plotted series."""
+    """The section under a sequential design: its decisions for this matrix
+    (:func:`~seps.report.sequential_section.decision_lines`) and their forest plot."""
+    analysis = analyse(design, results, root)
+    impacts = load_claims(root, load_paper_figures(root))
+    png = Path(out_dir) / f"{matrix_name}-differences.png"
+    drawn = plot_decisions(analysis, matrix_name, png, impacts)
+    lines = [
+        "## Each difference in both directions",
+        "",
+        "Δ rSum of adopting the paper's choice for one difference, paired by seed: flipped "
+        "alone on the code preset (`code+X` − `code`) and reverted alone in the paper "
+        "preset (`paper` − `paper-X`). Seeds are added look by look until each row is "
+        "decided; a row that is identical by construction or whose learned part did not "
+        "train is not a test and is not listed (the scorecard says why).",
+        "",
+        *decision_lines(analysis, matrix_name, impacts, png.name if drawn else None),
+    ]
+    caption = "Δ rSum of each difference, final repeated intervals"
+    return lines, ({caption: png.name} if drawn else {}), drawn
+
+
+def difference_section(
+    current: pd.DataFrame,
+    matrix_name: str,
+    out_dir: Path,
+    family: Family | None,
+    root: Path | None = None,
+    results: Path | None = None,
+) -> tuple[list[str], dict[str, str], Any]:
+    """The section's markdown lines, ``{caption: png}`` and the plotted series: the
+    sequential design's decisions when one names the matrix (and ``results`` is given),
+    else each difference's fixed-sample tests in the report's family."""
+    design = _design(current, root)
+    if design is not None and results is not None:
+        return sequential_section(design, matrix_name, out_dir, results, root)
     cells = difference_cells(current)
     png = Path(out_dir) / f"{matrix_name}-differences.png"
     if not cells:

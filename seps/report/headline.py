@@ -41,6 +41,8 @@ from .scorecard import (
 )
 from .scorecard_cells import anchor
 from .scorecard_judge import claim_families, counts_by_profile, paired_tests
+from .sequential import analyse, design_for
+from .sequential_section import counts_line, difference_decisions
 from .summary import metric_cell
 from .versions import version_counts
 
@@ -82,6 +84,7 @@ class Headline:
     controls: tuple[tuple[str, bool, str], ...] = ()
     tests: int | None = None
     summaries: tuple[tuple[str, str], ...] = ()
+    decided: str | None = None
 
 
 def _summary(counts: dict[str, int]) -> str:
@@ -166,18 +169,17 @@ def render_headline(h: Headline) -> str:
     where = f"profile `{h.profile}`, " if h.profile else ""
     lines += [
         f"**The seven differences** ([reports/{DIFFERENCES_MATRIX}.md]"
-        f"(reports/{DIFFERENCES_MATRIX}.md), {where}fair `candidate` protocol): Δ rSum of "
-        "adopting the paper's choice, paired by seed, ± 95% CI, with the verdict on the "
-        "report's Holm-corrected p (one family of all the report's tests; the scorecard "
-        "corrects within each claim's rows instead, so its p can differ). A cell whose "
-        "learned part did not train is not testable here and not a test (left out of the "
-        "report's family), as in the scorecard.",
+        f"(reports/{DIFFERENCES_MATRIX}.md), {where}fair `candidate` protocol"
+        + (f"; {h.decided}" if h.decided else "")
+        + "): Δ rSum of adopting the paper's choice, paired by seed, with its repeated "
+        "confidence interval; seeds were added until each row was decided or bounded "
+        "(docs/statistics.md, 'Seeds until decided').",
         "",
     ]
     if h.differences:
         headers = ["difference", "claimed impact (seed 004)"]
         for _, label in DIRECTIONS:
-            headers += [f"{label}: Δ rSum", "p (Holm)", "verdict"]
+            headers += [f"{label}", "Δ rSum [repeated CI] (seeds, look)"]
         lines += [markdown_table(h.differences, headers), ""]
     else:
         lines += ["No records of the differences yet.", ""]
@@ -250,7 +252,7 @@ def headline_of(
     families = claim_families(rows)
     by_profile = counts_by_profile(rows, families, levels)
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
-    data = ReportData.of(matrix, load_results(results_dir, matrix.name))
+    data = ReportData.of(matrix, load_results(results_dir, matrix.name), root)
     current = data.current
     card = list(used["code_version"]) if len(used) else []
     read = list(current["code_version"]) if len(current) else []
@@ -268,7 +270,14 @@ def headline_of(
         profile = str(sorted(sizes.items(), key=lambda i: (-i[1], str(i[0])))[0][0])
     claims = load_claims(root, load_paper_figures(root))
     frozen = difference_frozen(current).get(profile, {}) if profile else {}
-    table = difference_rows(cells[profile], data.family, claims, frozen) if profile else []
+    design = design_for(DIFFERENCES_MATRIX, root)
+    decided = None
+    if design is not None and profile:
+        analysis = analyse(design, results_dir, root)
+        table = difference_decisions(analysis, matrix.name, cells[profile], frozen, claims)
+        decided = counts_line(analysis, [matrix.name])
+    else:
+        table = difference_rows(cells[profile], data.family, claims, frozen) if profile else []
     presets = []
     summary = data.summary
     for p in PRESETS:
@@ -295,6 +304,7 @@ def headline_of(
         controls,
         paired_tests(families),
         tuple((p, about.get(p, "")) for p, _ in by_profile),
+        decided,
     )
 
 

@@ -52,19 +52,26 @@ class Section(NamedTuple):
     """An extra section of a report: ``comparisons(current records)`` lists the paired
     tests it will print (they join the report's family); ``render(current records,
     matrix name, report folder, family) -> (markdown lines, plots, plotted series)``,
-    also given ``root=`` (the definitions folder) when ``needs_root``."""
+    also given ``root=`` (the definitions folder) when ``needs_root`` and ``results=``
+    (the result store, for a section that reads other matrices' records too) when
+    ``needs_results``; ``comparisons`` is given ``root=`` when ``needs_root``."""
 
-    comparisons: Callable[[pd.DataFrame], list[Comparison]]
+    comparisons: Callable[..., list[Comparison]]
     render: Callable[..., tuple[list[str], Any, Any]]
     needs_root: bool = False
+    needs_results: bool = False
 
 
 #: Extra sections a matrix asks for with ``sections: [...]`` (see
 #: :data:`seps.ablations.REPORT_SECTIONS`).
 SECTIONS: dict[str, Section] = {
     # The scorecard's controls (claims.yaml, group: controls): their own Holm family.
-    "controls": Section(lambda current: [], controls_report_section, needs_root=True),
-    "differences": Section(difference_comparisons, difference_section),
+    "controls": Section(lambda current, root=None: [], controls_report_section, needs_root=True),
+    # With a sequential design (sequential.yaml) the section shows its decisions, which
+    # read the design's every matrix: the store, not only this matrix's records.
+    "differences": Section(
+        difference_comparisons, difference_section, needs_root=True, needs_results=True
+    ),
     "loss-study": Section(loss_study_comparisons, loss_study_section),
     "protocols": Section(protocol_comparisons, protocol_section),
 }
@@ -89,16 +96,18 @@ class ReportData:
     family: Family
 
     @classmethod
-    def of(cls, matrix: Matrix, records: pd.DataFrame) -> ReportData:
-        """The report data of ``matrix`` from a frame of :func:`load_results`."""
+    def of(cls, matrix: Matrix, records: pd.DataFrame, root: Path | None = None) -> ReportData:
+        """The report data of ``matrix`` from a frame of :func:`load_results` (``root``:
+        the definitions folder, for sections that read it)."""
         current, superseded = current_records(runs_of(records, matrix), matrix)
         # A record names its matrix; only records of this one enter the statistics (the
         # others, copied into the folder by hand, are still counted and listed).
         own = current[current["matrix"] == matrix.name] if len(current) else current
         summary = summarise_current(own, matrix)
         tests = summary_comparisons(summary)
-        for section in matrix.sections:
-            tests += SECTIONS[section].comparisons(current)
+        for name in matrix.sections:
+            section = SECTIONS[name]
+            tests += section.comparisons(current, **({"root": root} if section.needs_root else {}))
         family = family_of(tests)
         return cls(matrix, records, current, superseded, with_family(summary, family), family)
 
@@ -297,7 +306,7 @@ def write_report(
     matrix = load_matrix(matrix_name, root)
     figures = load_paper_figures(root)
     claims = load_claims(root, figures)
-    data = ReportData.of(matrix, load_results(results_dir, matrix.name))
+    data = ReportData.of(matrix, load_results(results_dir, matrix.name), root)
     if len(data.current):
         check_versions(
             [None if pd.isna(v) else str(v) for v in _versioned(data.current)["code_version"]],
@@ -314,7 +323,9 @@ def write_report(
     extra: list[str] = []
     for name in matrix.sections:
         section = SECTIONS[name]
-        where = {"root": root} if section.needs_root else {}
+        where: dict[str, Any] = {"root": root} if section.needs_root else {}
+        if section.needs_results:
+            where["results"] = Path(results_dir)
         lines, _, _ = section.render(data.current, matrix.name, out_dir, data.family, **where)
         extra += lines
     text = render_report(data, figures, claims, plots, extra, collapse_plot, current_version)

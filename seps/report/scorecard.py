@@ -32,13 +32,15 @@ from .controls import TITLE, controls_section
 from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
 from .scorecard_cells import (
-    claim_text,
+    Notes,
+    claim_cell,
+    claim_list,
     effect_text,
     link_text,
     mde_text,
     protocol_text,
     scaled_text,
-    verdict_text,
+    verdict_cell,
 )
 from .scorecard_judge import (
     claim_families,
@@ -59,6 +61,7 @@ from .scorecard_sections import (
     leakage_lines,
     preamble,
 )
+from .sequential_verdicts import analyses, attach_sequential
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -131,21 +134,19 @@ def render_scorecard(
     families = claim_families(rows)
     several = len({r.profile for r in rows if r.profile is not None}) > 1
     machines = len({r.machine for r in rows if r.machine is not None}) > 1
-    table, seen = [], set()
+    table, seen, notes = [], set(), Notes()
     for r in rows:
-        first = r.claim.id not in seen
         seen.add(r.claim.id)
         family = families[r.claim.id]
         judged = judge_row(r, family, levels)
         table.append(
             [
-                claim_text(r, first, levels),
-                r.claim.source if first else "″",
+                claim_cell(r),
                 protocol_text(r, several, machines),
                 effect_text(r, judged, family, levels),
                 scaled_text(r, judged),
                 mde_text(judged),
-                verdict_text(r, judged),
+                verdict_cell(r, judged, notes),
                 link_text(r.matrix),
             ]
         )
@@ -168,7 +169,7 @@ def render_scorecard(
         )
     else:
         compared += "would give the same: there is no paired test yet."
-    headers = ["claim", "source", "protocol", "measured Δ rSum [corrected CI]"]
+    headers = ["claim: test", "protocol", "measured Δ rSum [corrected CI]"]
     headers += ["scaled claim (rSum)", "MDE, 80% power", "verdict", "details"]
     return "\n".join(
         [
@@ -183,6 +184,8 @@ def render_scorecard(
             "",
             markdown_table(table, headers),
             "",
+            *notes.lines(),
+            *claim_list(rows, levels),
             *leakage_lines(rows, families),
             *OTHER_REPORTS,
         ]
@@ -262,6 +265,8 @@ def scorecard_inputs(
     claims, matrices = load_claim_file(claims_path, root)
     frames = {name: matrix_records(results_dir, m) for name, m in sorted(matrices.items())}
     rows = [r for c in claims for r in claim_rows(c, matrices, frames)]
+    # The rows a sequential design decides carry its replay (their verdict is the design's).
+    rows = attach_sequential(rows, analyses(results_dir, root))
     named = {n: sorted({r for c in claims if n in c.matrices for r in c.runs()}) for n in frames}
     parts = [f[f["run_id"].isin(named[n])] for n, f in frames.items() if len(f)]
     used = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -9,7 +9,8 @@ functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..ablations import Matrix
 from ..formatting import DASH, code, fmt, fmt_ci, is_missing
@@ -19,8 +20,18 @@ from .compare import Family
 from .power import impact_text
 from .scorecard_judge import Judged, impact_level
 from .scorecard_rows import Row
+from .sequential_section import interval_text
+from .sequential_verdicts import BOUNDED
 from .summary import p_value_text
-from .verdicts import IDENTICAL, IDENTICAL_HOLDS, UNTESTABLE, holm_interval
+from .verdicts import (
+    IDENTICAL,
+    IDENTICAL_HOLDS,
+    NO_SIZE,
+    UNDERPOWERED,
+    UNTESTABLE,
+    holm_interval,
+    verdict_kind,
+)
 
 #: Report heading of a matrix's extra section (``sections:``), linked instead of Results.
 SECTION_TITLES = {"loss-study": "Loss study"}
@@ -60,6 +71,26 @@ def claim_text(row: Row, first: bool, levels: Mapping[str, str]) -> str:
     text = f"**{c.id}**: {c.claim} ({'; '.join(claimed)})" if claimed else f"**{c.id}**: {c.claim}"
     text = text if first else f"**{c.id}** (cont.)"
     return text + (f"; test: {code(row.variant)} vs {code(row.baseline)}" if row.variant else "")
+
+
+def claim_cell(row: Row) -> str:
+    """The claims table's first cell: the claim's id and the pair the row tests (the
+    claim itself is in the list under the table, :func:`claim_list`)."""
+    test = f": {code(row.variant)} vs {code(row.baseline)}" if row.variant else ""
+    return f"**{row.claim.id}**{test}"
+
+
+def claim_list(rows: Sequence[Row], levels: Mapping[str, str]) -> list[str]:
+    """One line per claim of ``rows`` (in order): its id, the claim with its claimed
+    direction, size and seed 004's impact (:func:`claim_text`), and its source."""
+    out, seen = ["The claims:", ""], set()
+    for r in rows:
+        if r.claim.id in seen:
+            continue
+        seen.add(r.claim.id)
+        text = claim_text(replace(r, variant=None), True, levels)
+        out.append(f"- {text}. Source: {r.claim.source}.")
+    return [*out, ""]
 
 
 def optimum_text(row: Row, judged: Judged, family: Family, missing: str) -> str:
@@ -117,6 +148,13 @@ def effect_text(row: Row, judged: Judged, family: Family, levels: Mapping[str, s
         return DASH
     if row.claim.kind == "optimum":
         return optimum_text(row, judged, family, missing)
+    if row.sequential is not None:
+        text = interval_text(row.sequential) + ", repeated interval, build- and CPU-blocked"
+        base = row.sequential.reference_rsum
+        final = row.sequential.final()
+        if final is not None and impact_level(row, levels) and base:
+            text += f"; {fmt(100.0 * final.mean / base, 1, sign=True)}% of the reference's rSum"
+        return text
     c = row.comparison
     if c is None or c.n == 0:
         return DASH + (missing or (" (no common seed)" if c is not None else ""))
@@ -172,6 +210,69 @@ def verdict_text(row: Row, judged: Judged) -> str:
     return verdict
 
 
+#: The phrase a verdict cell shows for each kind of verdict (:data:`VERDICTS`), where it
+#: is not the kind itself; the rest of the verdict goes to a numbered note.
+SHORT = {IDENTICAL: "identical", NO_SIZE: "not detected", UNTESTABLE: "not testable here"}
+
+
+class Notes:
+    """The numbered notes under a table: each distinct text once, numbered in order."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def ref(self, text: str) -> str:
+        """`` [k]``, the number of ``text`` (a new one when unseen)."""
+        if text not in self.texts:
+            self.texts.append(text)
+        return f" [{self.texts.index(text) + 1}]"
+
+    def lines(self) -> list[str]:
+        """``Notes:`` and one numbered line per note (none: no lines)."""
+        if not self.texts:
+            return []
+        body = [f"{i}. {t}." for i, t in enumerate(self.texts, 1)]
+        return ["Notes:", "", *body, ""]
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without the parentheses around its leading part: ``(needs about 13
+    seeds); estimate opposite`` -> ``needs about 13 seeds; estimate opposite``."""
+    if not text.startswith("("):
+        return text
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0:
+            return (text[1:i] + text[i + 1 :]).strip()
+    return text
+
+
+#: ``needs about 13 seeds`` / ``needs over 100 seeds: about 2,300`` -> the count.
+_NEEDS = re.compile(r"needs (?:about|over \d+ seeds: about) ([\d,]+)(?: seeds)?")
+
+
+def verdict_cell(row: Row, judged: Judged, notes: Notes) -> str:
+    """The verdict as a short phrase (the kind of :data:`VERDICTS` it counts under, a
+    detected effect's ``larger/smaller than claimed``, a bound's ``±X``, the seeds an
+    underpowered test needs) and a note number for the rest: the reason, the interval."""
+    full = verdict_text(row, judged)
+    kind = IDENTICAL_HOLDS if full.startswith(IDENTICAL_HOLDS) else verdict_kind(full)
+    phrase = SHORT.get(kind, kind)
+    rest = _unwrap(full[len(kind) :].strip(" :;"))
+    if kind == "supported" and rest.startswith(("larger than claimed", "smaller than claimed")):
+        head, _, tail = rest.partition(" (")
+        phrase, rest = f"supported, {head}", tail.rstrip(")")
+    elif kind == BOUNDED and row.sequential is not None:
+        phrase = f"bounded ±{fmt(row.sequential.bound())}"
+    elif kind == UNDERPOWERED and (m := _NEEDS.match(rest)):
+        phrase = f"underpowered (~{m.group(1)} seeds)"
+        rest = rest[m.end() :].strip(" ;")
+    elif kind == NO_SIZE:
+        rest = "no stated size, so its power cannot be judged" + (f"; {rest}" if rest else "")
+    return phrase + (notes.ref(rest) if rest else "")
+
+
 def protocol_text(row: Row, several_profiles: bool, several_machines: bool = False) -> str:
     """The protocol cell: the claimed protocol, the records' when they differ, the
     profile when the scorecard holds several, and the records' CPU model when its rows
@@ -187,9 +288,12 @@ def protocol_text(row: Row, several_profiles: bool, several_machines: bool = Fal
 
 __all__ = [
     "SECTION_TITLES",
+    "Notes",
     "anchor",
     "bimodal_text",
     "ci_text",
+    "claim_cell",
+    "claim_list",
     "claim_text",
     "effect_text",
     "link_text",
@@ -197,5 +301,6 @@ __all__ = [
     "optimum_text",
     "protocol_text",
     "scaled_text",
+    "verdict_cell",
     "verdict_text",
 ]

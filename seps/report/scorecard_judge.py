@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from .compare import Comparison, Family, family_of
 from .power import Power, ScaledClaim, row_power, scaled_claim, size_check
 from .scorecard_rows import Row
+from .sequential_verdicts import sequential_verdict
 from .verdicts import (
     IDENTICAL,
     IDENTICAL_HOLDS,
@@ -104,6 +105,8 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
     power; ``levels``: difference id -> seed 004's impact level."""
     if not row.claim.testable:
         return Judged(UNTESTABLE)
+    if row.sequential is not None:
+        return _sequential_judged(row, levels or {})
     optimum, base_mean = None, row.base_mean
     if row.claim.kind == "optimum":
         optimum = optimum_verdict(row.baseline, row.cells, family)
@@ -137,6 +140,20 @@ def judge_row(row: Row, family: Family, levels: Mapping[str, str] | None = None)
     if optimum is None and c is not None:
         verdict = against_claim(verdict, str(row.claim.direction), c.mean)
     return Judged(bimodal_verdict(verdict, row.bimodal), optimum, c, scaled, power)
+
+
+def _sequential_judged(row: Row, levels: Mapping[str, str]) -> Judged:
+    """A row a sequential design decides (:mod:`seps.report.sequential_verdicts`): its
+    verdict is the design's; the fixed-sample power of its comparison (all its seeds, the
+    claim's family size) only says how many seeds an open row would need."""
+    c = row.comparison
+    scaled = scaled_claim(row.claim, row.base_mean, impact_level(row, levels))
+    power = row_power(c, len(row.claim.pairs) * len(row.claim.matrices), scaled) if c else None
+    needed = power.needed if power is not None else None
+    verdict = sequential_verdict(row.sequential, scaled, needed)
+    if c is not None:
+        verdict = against_claim(verdict, str(row.claim.direction), c.mean)
+    return Judged(verdict, None, c, scaled, None)
 
 
 def verdict_of(row: Row, family: Family, levels: Mapping[str, str] | None = None) -> str:

@@ -46,7 +46,8 @@ class Row:
     sides of an effect row (variant first) whose seeds split into broken and functional
     ones (:mod:`seps.report.bimodal`), if any; ``collapsed``: which seeds of the two
     sides ended their training more than 10% below their best validation epoch
-    (:mod:`seps.report.collapse`), if any; ``machine``: the CPU models of its records."""
+    (:mod:`seps.report.collapse`), if any; ``machine``: the CPU models of its records;
+    ``sequential``: its result under a sequential design, if one decides it."""
 
     claim: Claim
     matrix: Matrix
@@ -64,6 +65,9 @@ class Row:
     bimodal: tuple[Split, ...] = ()
     collapsed: str | None = None
     machine: str | None = None
+    #: The row's result under a sequential design (:mod:`seps.report.sequential`), when a
+    #: design decides it: its verdict is then the design's, not the claim family's.
+    sequential: Any = None
 
 
 #: A record made before the runner stamped its CPU.
@@ -92,7 +96,7 @@ def matrix_records(results_dir: str | Path, matrix: Matrix) -> pd.DataFrame:
     return cur[cur["status"] == "done"].reset_index(drop=True) if len(cur) else cur
 
 
-def _by_seed(frame: pd.DataFrame, profile: str | None, run: str) -> dict[int, dict[str, Any]]:
+def by_seed(frame: pd.DataFrame, profile: str | None, run: str) -> dict[int, dict[str, Any]]:
     if frame.empty or profile is None:
         return {}
     sub = frame[(frame["profile"] == profile) & (frame["run_id"] == run)]
@@ -128,7 +132,7 @@ def _effect_row(
     base: str,
     variant: str,
 ) -> Row:
-    var, ref = _by_seed(frame, profile, variant), _by_seed(frame, profile, base)
+    var, ref = by_seed(frame, profile, variant), by_seed(frame, profile, base)
     missing = tuple(r for r, side in ((base, ref), (variant, var)) if not side)
     if missing:
         return Row(claim, m, protocol, profile, base, variant, missing=missing)
@@ -200,10 +204,10 @@ def _optimum_row(
     claim: Claim, m: Matrix, protocol: str, frame: pd.DataFrame, profile: str | None
 ) -> Row:
     pair = claim.pairs[0]
-    ref = _by_seed(frame, profile, pair.baseline)
+    ref = by_seed(frame, profile, pair.baseline)
     cells, missing, sides = [], [], []
     for run in (pair.baseline, *pair.variants):
-        side = _by_seed(frame, profile, run)
+        side = by_seed(frame, profile, run)
         if not side:
             missing.append(run)
             continue
@@ -232,7 +236,7 @@ def _group_cells(
     rSum over each run's seeds, no comparison; and the runs of them without a record."""
     cells, missing = [], []
     for run in dict.fromkeys((*claim.order, *claim.shown)):
-        side = _by_seed(frame, profile, run)
+        side = by_seed(frame, profile, run)
         if not side:
             missing.append(run)
             continue
@@ -288,4 +292,4 @@ def paper_rows(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if r.claim.group is None]
 
 
-__all__ = ["Row", "claim_rows", "matrix_records", "paper_rows"]
+__all__ = ["Row", "by_seed", "claim_rows", "matrix_records", "paper_rows"]

@@ -43,6 +43,8 @@ EQUIVALENT = "equivalent"
 #: of these it starts with: ``underpowered (needs about 12 seeds)`` under
 #: ``underpowered``, ``not detected (no stated size)`` under itself).
 VERDICTS = ("supported", "contradicted", EQUIVALENT, NOT_DETECTED, NO_SIZE, UNDERPOWERED)
+# A sequential design's other outcomes (seps.report.sequential_verdicts).
+VERDICTS += ("bounded", "open at the cap", "open")
 VERDICTS += (IDENTICAL, "not enough seeds", NO_RECORDS, UNTESTABLE)
 #: Verdicts of a test that ran (a bimodal side is named after them).
 TESTED = ("supported", "contradicted", EQUIVALENT, NOT_DETECTED, NO_SIZE, UNDERPOWERED)
