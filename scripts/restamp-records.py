@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Re-stamp stored records from one code version to another, changing nothing else.
 
-For a maintainer, after a change that :func:`seps.version.code_version` counts but that
+For a maintainer, after a change that :func:`seps.versioning.version.code_version` counts but that
 cannot change a number (a renamed local, a refactor) or after a change to what the
 version covers: records made by ``OLD`` code are still the numbers of ``NEW`` code, and
 recomputing them would cost hours. Run it once, from the repository root, when every
@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # this checkout's seps, not another one installed
     sys.path.insert(0, str(ROOT))
 
-from seps.staleness import WORK_VERSION_FILE  # noqa: E402
-from seps.store import RECORD_NAME  # noqa: E402
-from seps.version import VERSION_KEY, code_version  # noqa: E402
+from seps.experiments.staleness import WORK_VERSION_FILE  # noqa: E402
+from seps.io.store import RECORD_NAME  # noqa: E402
+from seps.versioning.version import VERSION_KEY, code_version  # noqa: E402
 
 VERSION = re.compile(r"^[0-9a-f]{16}$")
 

@@ -25,9 +25,9 @@ def make_ablation_root(
     ``profiles.yaml``); return ``root``."""
     (root / "matrices").mkdir(parents=True)
     for name in ("differences.yaml", "paper_figures.yaml"):
-        (root / name).write_bytes((REPO / "seps" / "definitions" / name).read_bytes())
+        (root / name).write_bytes((REPO / "ablations" / name).read_bytes())
     for name in repo_matrices:
-        src = REPO / "seps" / "definitions" / "matrices" / f"{name}.yaml"
+        src = REPO / "ablations" / "matrices" / f"{name}.yaml"
         (root / "matrices" / src.name).write_bytes(src.read_bytes())
     for name, doc in matrices.items():
         text = doc if isinstance(doc, str) else yaml.safe_dump(dict(doc), sort_keys=False)

@@ -10,7 +10,7 @@ Every test: ``HF_HUB_DISABLE_PROGRESS_BARS`` restored afterwards (``--no-progres
 it for worker processes; a test calling ``main`` must not change the next test's setting).
 
 Before anything imports torch: the session pins the CPU float path as the command line
-does (``seps.float_path.apply_requested``), so that in-process runs compute what
+does (``seps.runtime.float_path.apply_requested``), so that in-process runs compute what
 ``seps-bench`` computes and the tests' bit-for-bit comparisons hold; ``import seps``
 itself no longer does it. The kernels are then chosen at once, so that no test's change
 to the environment can choose them.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import socket
 
-from seps.float_path import apply_requested
+from seps.runtime.float_path import apply_requested
 
 apply_requested()  # before the imports below load torch
 
@@ -74,7 +74,7 @@ def env(tmp_path):
 def no_network(monkeypatch):
     import huggingface_hub.constants
 
-    import seps.hub
+    import seps.io.hub
 
     tries = []
 
@@ -88,7 +88,7 @@ def no_network(monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     # huggingface_hub reads the variable once, at import; the suite's own hub check caches.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
-    monkeypatch.setattr(seps.hub, "_hub_reachable_cache", [])
+    monkeypatch.setattr(seps.io.hub, "_hub_reachable_cache", [])
     return tries
 
 
@@ -97,8 +97,8 @@ def float_path(monkeypatch):
     """Set the float path the records of this test claim: ``float_path("native")`` or
     ``float_path("portable")``. The process keeps the kernels it loaded (they are read
     once, at import); what changes is what the runner checks and stamps."""
-    from seps.float_path import ENV_VAR, FLOAT_PATHS
-    from seps.provenance import CPU_ENV_OVERRIDES, cpu_identity
+    from seps.experiments.provenance import CPU_ENV_OVERRIDES, cpu_identity
+    from seps.runtime.float_path import ENV_VAR, FLOAT_PATHS
 
     def use(name: str) -> None:
         for var in CPU_ENV_OVERRIDES:

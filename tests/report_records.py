@@ -1,7 +1,7 @@
 """Hand-written run records for the report tests (tests/test_report*.py and the modules
 that read reports: chance level, text-blind, grid plots, machine load, versions).
 
-No record here was trained: each is a JSON file with the fields of ``seps.runner.execute``
+No record here was trained: each is a JSON file with the fields of ``seps.runs.runner.execute``
 and metrics chosen so that means, confidence intervals and paired differences can be
 computed by hand (the table ``K`` below). The fixture ``env`` (tests/conftest.py) writes
 them into a results folder.
@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from seps.runner import SCHEMA
-from seps.version import VERSION_KEY, code_version
+from seps.runs.runner import SCHEMA
+from seps.versioning.version import VERSION_KEY, code_version
 
 REPO = Path(__file__).resolve().parents[1]
 #: The six recalls of every record are BASE + k, so rsum = 370 + 6k.

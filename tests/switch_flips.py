@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import pytest
 import torch
 
-from seps.config import CHOICES, get_config
+from seps.core.config import CHOICES, get_config
 
 
 def single_flips(fields: Iterable[str] | None = None, embed_size: int = 32) -> list:
@@ -34,7 +34,7 @@ def single_flips(fields: Iterable[str] | None = None, embed_size: int = 32) -> l
 
 
 def random_inputs(n_img: int, n_cap: int, embed_size: int = 32) -> dict:
-    """Seeded random head inputs under :func:`seps.evaluate.similarity_matrix`'s names:
+    """Seeded random head inputs under :func:`seps.core.evaluate.similarity_matrix`'s names:
     37 image tokens (``[CLS]`` + 36 patches), sparse captions of 3-19 words padded to 20,
     one dense caption of 20-49 words per image padded to 50, 5 captions per image."""
     g = torch.Generator().manual_seed(0)

@@ -1,4 +1,4 @@
-"""Ablation definitions, matrices and profiles (seps/definitions/*.yaml)."""
+"""Ablation definitions, matrices and profiles (ablations/*.yaml)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from seps.ablations import (
+from seps.core.config import get_config
+from seps.experiments.definitions import (
     AblationError,
     config_key,
     default_root,
@@ -20,8 +21,7 @@ from seps.ablations import (
     seeds_problem,
     select_runs,
 )
-from seps.config import get_config
-from seps.train_config import TrainConfig
+from seps.train.config import TrainConfig
 
 
 def test_the_differences_match_both_presets_and_every_code_side_matches_the_code():
@@ -175,7 +175,7 @@ def _root_with(tmp_path, profile: str, matrix: str):
     import shutil
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1] / "seps" / "definitions"
+    repo = Path(__file__).resolve().parents[1] / "ablations"
     root = tmp_path / "ablations"
     (root / "matrices").mkdir(parents=True)
     shutil.copy(repo / "differences.yaml", root / "differences.yaml")
@@ -226,8 +226,8 @@ def test_wrong_train_field_types_name_file_run_and_field(
 
 
 def test_loader_workers_and_kept_optimizer_state_do_not_change_run_keys():
-    from seps.ablations import config_key
-    from seps.train_config import TrainConfig
+    from seps.experiments.definitions import config_key
+    from seps.train.config import TrainConfig
 
     head = get_config("code")
     base = config_key(TrainConfig(), head)

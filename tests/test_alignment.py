@@ -1,4 +1,4 @@
-"""The compact aggregation weights of the gram order (seps.alignment.KeptWeights) give
+"""The compact aggregation weights of the gram order (seps.core.alignment.KeptWeights) give
 the values of the full weights."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seps.aggregation import pair_weights
-from seps.alignment import KeptWeights, patch_word_scores
+from seps.core.aggregation import pair_weights
+from seps.core.alignment import KeptWeights, patch_word_scores
 
 
 def _case(b: int = 5, m: int = 4, n: int = 12, c: int = 16, n_c: int = 3, k: int = 6):
@@ -83,7 +83,7 @@ def _direct_order_grads(compact: bool) -> list[torch.Tensor]:
 
 
 def test_compact_weights_in_the_direct_order_pass_the_full_weights_gradients() -> None:
-    """The direct order aggregates the K kept tokens only (seps.alignment._direct_kept):
+    """The direct order aggregates the K kept tokens only (seps.core.alignment._direct_kept):
     same gradients to the exp-logits, the patches and the words as the full weights."""
     want = _direct_order_grads(compact=False)
     for got, ref in zip(_direct_order_grads(compact=True), want, strict=True):
@@ -94,7 +94,7 @@ def test_kept_tokens_gradcheck_with_patches_kept_by_several_pairs() -> None:
     """The hand-written backward of the compact aggregation: every pair's kept patches
     scatter their gradients back into the image's tokens and exp-logits, including
     patches kept by several pairs."""
-    from seps.alignment import _KeptTokens
+    from seps.core.alignment import _KeptTokens
 
     g = torch.Generator().manual_seed(0)
     e = torch.rand(6, 3, generator=g, dtype=torch.float64)
@@ -113,7 +113,7 @@ def test_compact_direct_order_keeps_the_gathered_tokens_only_where_asked(
     are gathered again in the backward, so that a training step's peak memory does not
     grow with ``B K C`` per image (issue 45); elsewhere (the CPU) they are kept. The
     gradients are the same either way."""
-    import seps.alignment as alignment
+    import seps.core.alignment as alignment
 
     monkeypatch.setattr(alignment, "_keep_gathered", lambda x: keep_gathered)
     _, x, _, keep, _ = _case()
@@ -133,7 +133,7 @@ def test_compact_direct_order_keeps_the_gathered_tokens_only_where_asked(
 
 
 def test_the_gathered_tokens_are_kept_on_the_cpu_and_gathered_again_on_cuda() -> None:
-    from seps.alignment import _keep_gathered
+    from seps.core.alignment import _keep_gathered
 
     assert _keep_gathered(torch.zeros(2))
     if torch.cuda.is_available():
@@ -143,7 +143,7 @@ def test_the_gathered_tokens_are_kept_on_the_cpu_and_gathered_again_on_cuda() ->
 def test_token_scores_gradcheck() -> None:
     """The hand-written backward of the direct order on given tokens, including a zero
     token (whose norm is clamped)."""
-    from seps.alignment import _TokenScores
+    from seps.core.alignment import _TokenScores
 
     g = torch.Generator().manual_seed(0)
     a = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)

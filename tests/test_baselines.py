@@ -1,4 +1,4 @@
-"""Tests of the pixel-free text-only matcher (seps.baselines)."""
+"""Tests of the pixel-free text-only matcher (seps.data.baselines)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from seps.baselines import content_words, text_only_sims
+from seps.core.metrics import recall_at_k
+from seps.data.baselines import content_words, text_only_sims
 from seps.data.layout import load_split
 from seps.data.synth import generate_synthetic
-from seps.metrics import recall_at_k
 
 RED_STAR = (
     "The image shows two shapes. In the center, there is a large red star. "

@@ -105,11 +105,13 @@ def test_cli_json_goes_to_the_report(captured, tmp_path) -> None:
 
 
 def test_cli_json_without_report_is_pytest_benchmarks_json(monkeypatch, tmp_path) -> None:
-    """The suites mode runs the suites shipped in the package and hands --json to
-    pytest-benchmark as --benchmark-json."""
+    """The suites mode runs the suites shipped with the suite (benchmarks/ at the top of
+    a checkout) and hands --json to pytest-benchmark as --benchmark-json."""
     import pytest as pytest_module
 
-    from seps.bench.suites import SUITES
+    from seps.experiments.ablation_index import shipped
+
+    SUITES = shipped("benchmarks")
 
     seen: list[list[str]] = []
     monkeypatch.setattr(pytest_module, "main", lambda argv: seen.append(argv) or 0)

@@ -1,4 +1,4 @@
-"""The head aligns a block of images per call (seps.head_steps.align_block): which
+"""The head aligns a block of images per call (seps.core.head_steps.align_block): which
 units and images take that path, that the memory budget only splits it, and that it
 agrees with the per-image path. (Its values against SPEC.md's
 loop are pinned by test_head.py and test_kernels.py, whose direct-order cases run
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seps.config import get_config
-from seps.head import SEPSHead
+from seps.core.config import get_config
+from seps.core.head import SEPSHead
 
 C, N, B = 16, 16, 6
 
@@ -123,7 +123,7 @@ def test_cpu_training_on_large_images_blocks_only_the_units_already_in_the_direc
     """``code`` with images above block_patches on the CPU: the dense unit, whose captions
     all take the direct order, aligns in blocks; the sparse one, whose order is decided
     per chunk, image by image. Sims and gradients are those of the per-image path."""
-    import seps.head as head_module
+    import seps.core.head as head_module
 
     per_image_path = _step(_head("code", alignment_order="gram"))
     calls = _count_calls(monkeypatch)
@@ -146,7 +146,7 @@ def test_small_images_align_image_by_image_unless_every_unit_takes_the_direct_or
     """At most block_patches patches (the ``standard`` regime's sizes): all units in
     blocks or none, as before the CPU training step blocked its direct units alone (the
     records' bits depend on it)."""
-    import seps.head as head_module
+    import seps.core.head as head_module
 
     calls = _count_calls(monkeypatch)
     # sparse lengths 2..7: gram for the shortest only (decided per chunk); dense 4..11: direct
@@ -211,7 +211,7 @@ def test_uneven_blocks_of_images_and_text_chunks_give_the_per_image_result(prese
 def test_which_units_align_in_blocks_depends_on_size_device_kernels_and_mode(
     n, device, impl, on_device, training, expected
 ):
-    from seps.head_steps import block_mode
+    from seps.core.head_steps import block_mode
 
     assert block_mode(n, torch.device(device), impl, 64, on_device, training) == expected
 
@@ -223,7 +223,7 @@ def test_large_images_blocked_as_on_a_gpu_take_the_direct_order_with_the_same_re
     """What a GPU runs (block_mode ``all``), forced on the CPU: under ``auto`` every unit
     takes the direct order and one call per unit aligns the step; sims and gradients
     equal the per-image path's."""
-    import seps.head as head_module
+    import seps.core.head as head_module
 
     per_image_path = _step(_head(preset, alignment_order="gram"))
     calls = _count_calls(monkeypatch)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from ablation_roots import make_ablation_root
 
-from seps.campaign import list_campaigns, load_campaign
 from seps.cli import main
+from seps.experiments.campaigns import list_campaigns, load_campaign
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
 
 PROFILE = """
 tiny:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from seps.data.captions import dense_caption, hallucinate, sparse_captions
+from seps.data.captions import sparse_captions
+from seps.data.dense_captions import dense_caption, hallucinate
 from seps.data.noise import NoiseCounts, noise_rates, perturb_scene, summarize
 from seps.data.scenes import COLOURS, SHAPES, Obj, Scene, render_scene, sample_scene
 from seps.data.synth import DEFAULT_DENSE_NOISE, generate_synthetic

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from report_records import _record, _section, _write
 
-from seps.metrics import recall_at_k
+from seps.core.metrics import recall_at_k
 from seps.report import write_report
 from seps.report.chance import chance_rsum, is_at_chance, threshold
 from seps.report.scorecard_rows import _at_chance_text

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from seps.chunking import TextBatch
-from seps.config import get_config
-from seps.head import SEPSHead
+from seps.core.chunking import TextBatch
+from seps.core.config import get_config
+from seps.core.head import SEPSHead
 
 N_PATCHES, WORDS, C, TEXTS = 197, 20, 512, 5000
 

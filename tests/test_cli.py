@@ -189,7 +189,7 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_package(monkeypatc
 
 
 def test_pretrain_accepts_a_numbered_build_and_names_a_bad_one(monkeypatch, tmp_path, capsys):
-    import seps.prebuild  # the command imports it when it runs, so patch it at its source
+    import seps.runs.prebuild  # the command imports it when it runs, so patch it at its source
 
     built = []
 
@@ -198,7 +198,7 @@ def test_pretrain_accepts_a_numbered_build_and_names_a_bad_one(monkeypatch, tmp_
         (tmp_path / "meta.json").write_text('{"final_loss": 0.5, "train_seconds": 1}')
         return tmp_path
 
-    monkeypatch.setattr(seps.prebuild, "build_checked", fake_build)
+    monkeypatch.setattr(seps.runs.prebuild, "build_checked", fake_build)
     assert main(["pretrain", "uni-48-w128@1", "--no-progress"]) == 0
     assert built == ["uni-48-w128@1"]
     assert main(["pretrain", "uni-48-w128@x"]) == 2

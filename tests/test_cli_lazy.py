@@ -1,5 +1,5 @@
 """The command line loads a command's code only when that command is used, and importing
-the package changes nothing (seps.cli.registry, seps/__init__.py, seps.float_path)."""
+the package changes nothing (seps.cli.registry, seps/__init__.py, seps.runtime.float_path)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from seps.cli import COMMANDS, build_parser
-from seps.float_path import ENV_VAR, FLOAT_PATHS
+from seps.runtime.float_path import ENV_VAR, FLOAT_PATHS
 
-HEAVY = ("torch", "transformers", "timm", "seps.train", "seps.runner")
+HEAVY = ("torch", "transformers", "timm", "seps.train", "seps.runs.runner")
 
 
 def _in_fresh_python(code: str, env: dict[str, str] | None = None) -> dict:
@@ -60,7 +60,7 @@ def test_import_seps_leaves_the_environment_unchanged():
     code = (
         "import json, os\n"
         "before = dict(os.environ)\n"
-        "import seps, seps.cli, seps.config, seps.float_path\n"
+        "import seps, seps.cli, seps.core.config, seps.runtime.float_path\n"
         "print(json.dumps(dict(os.environ) == before))"
     )
     assert _in_fresh_python(code, env=clean) is True
@@ -88,7 +88,7 @@ def test_a_command_line_run_pins_the_float_path_before_the_command_loads(monkeyp
     """What ``seps-bench`` does first thing: the variables are in the environment that
     the command's module (and torch, which reads them when it loads) sees."""
     got = _pins_after_main(["presets", "code"])
-    from seps.float_path import default_path
+    from seps.runtime.float_path import default_path
 
     # default_path here would say native: this test process has imported torch.
     expected = default_path(torch_imported=False)
@@ -120,15 +120,15 @@ def test_every_listed_command_has_a_module_with_its_two_functions(name):
 
 def test_records_say_which_float_path_ran_whether_or_not_the_library_user_pinned():
     """A program that imports seps and never pins runs natively, and the CPU stamp of
-    its records says so; after seps.float_path.pin() it says portable."""
+    its records says so; after seps.runtime.float_path.pin() it says portable."""
     names = [ENV_VAR, *FLOAT_PATHS["portable"]]
     clean = {k: v for k, v in os.environ.items() if k not in names}
     code = (
         "import json, sys\n"
-        "import seps.float_path\n"
+        "import seps.runtime.float_path\n"
         "if sys.argv[1:] == ['pin']:\n"
-        "    seps.float_path.pin()\n"
-        "from seps.provenance import cpu_identity, float_path_key\n"
+        "    seps.runtime.float_path.pin()\n"
+        "from seps.experiments.provenance import cpu_identity, float_path_key\n"
         "print(json.dumps([cpu_identity()['overrides'], float_path_key(cpu_identity())[0]]))"
     )
     run = [sys.executable, "-c", code]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seps.config import PRESETS, SEPSConfig, get_config, keep_count, parse_override
+from seps.core.config import PRESETS, SEPSConfig, get_config, keep_count, parse_override
 
 
 def test_presets_registry_and_values():

@@ -1,4 +1,4 @@
-"""The controls of the ``controls`` matrix (seps.controls): the negative control changes
+"""The controls of the ``controls`` matrix (seps.train.controls): the negative control changes
 nothing, the planted noise lowers rSum reproducibly, the selection controls keep the same
 count and change which patches, the oracle covers the named object, and bad values are
 one-line errors naming the field. (The ``learned`` default leaving the head bit-identical
@@ -11,8 +11,13 @@ import pytest
 import torch
 
 from seps import SEPSHead, get_config
-from seps.config import SEPSConfig
-from seps.controls import (
+from seps.core.config import SEPSConfig
+from seps.core.evaluate import evaluate_retrieval, similarity_matrix
+from seps.data.scenes import Obj, Scene
+from seps.data.synth import generate_synthetic
+from seps.experiments.overrides import SetError, parse_set
+from seps.train.config import TrainConfig
+from seps.train.controls import (
     N_CATEGORIES,
     OracleTable,
     add_sim_noise,
@@ -25,11 +30,6 @@ from seps.controls import (
     presentation_order,
     selection_prior_fn,
 )
-from seps.data.scenes import Obj, Scene
-from seps.data.synth import generate_synthetic
-from seps.evaluate import evaluate_retrieval, similarity_matrix
-from seps.overrides import SetError, parse_set
-from seps.train_config import TrainConfig
 
 C, N = 16, 16
 

@@ -16,12 +16,12 @@ import pytest
 import yaml
 from ablation_roots import make_ablation_root
 
+from seps.io.store import SCHEMA
 from seps.report.claims import load_claim_file
 from seps.report.controls import controls_of, state_text
 from seps.report.headline import BEGIN, END, write_headline
 from seps.report.render import write_report
 from seps.report.scorecard import judged_controls, scorecard_inputs, write_scorecard
-from seps.store import SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 RECALLS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"]
@@ -153,7 +153,7 @@ def _write_records(results: Path, rsum: dict[str, float]) -> None:
 
 
 def _repository_controls() -> list[dict[str, Any]]:
-    doc = yaml.safe_load((REPO / "seps" / "definitions" / "claims.yaml").read_text())
+    doc = yaml.safe_load((REPO / "ablations" / "claims.yaml").read_text())
     return [c for c in doc["claims"] if c.get("group") == "controls"]
 
 

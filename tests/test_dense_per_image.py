@@ -1,6 +1,6 @@
 """Dense captions given per image (``SEPSHead(..., dense_per_image=True)``, the
 ``candidate`` protocol): one call equals one call per image with its caption expanded
-over the texts (seps.reference.per_image_calls), in evaluation and in training."""
+over the texts (seps.core.reference.per_image_calls), in evaluation and in training."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 from switch_flips import random_inputs, single_flips
 
-from seps.chunking import TextBatch, order_by_length, texts_per_image
-from seps.config import get_config
-from seps.evaluate import similarity_matrix
-from seps.head import SEPSHead
-from seps.reference import per_image_calls
+from seps.core.chunking import TextBatch, order_by_length, texts_per_image
+from seps.core.config import get_config
+from seps.core.evaluate import similarity_matrix
+from seps.core.head import SEPSHead
+from seps.core.reference import per_image_calls
 
 C = 32
 TOL = 1e-5  # SPEC.md's float32 tolerance: the images are batched, not called one by one

@@ -1,4 +1,4 @@
-"""Derived files are checked on read (seps.derived): a feature cache, checkpoint, tokenizer
+"""Derived files are checked on read (seps.io.derived): a feature cache, checkpoint, tokenizer
 cache, dataset or pretraining build damaged on disk (cut short, or bytes overwritten in its
 middle) is named in one line, made again, and the run's record equals a fresh store's."""
 
@@ -14,8 +14,8 @@ from ablation_roots import make_ablation_root
 from tiny_recipe import make_tiny_recipe
 
 from seps import get_config
-from seps.ablations import load_matrix, load_profile
-from seps.derived import (
+from seps.experiments.definitions import load_matrix, load_profile
+from seps.io.derived import (
     HASH_KEY,
     MANIFEST,
     folder_problem,
@@ -24,7 +24,7 @@ from seps.derived import (
     tensors_digest,
 )
 from seps.report.same_bits import compare_records
-from seps.runner import run_matrix
+from seps.runs.runner import run_matrix
 from seps.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_a_run_resumed_from_a_damaged_checkpoint_trains_again_from_scratch(
 
 
 def test_a_damaged_checkpoint_named_on_the_command_line_is_refused_in_one_line(tmp_path):
-    from seps.safe_files import save_tensor_json
+    from seps.io.safe_files import save_tensor_json
     from seps.train.checkpoints import load_run_checkpoint
 
     path = tmp_path / "checkpoint_last.safetensors"
@@ -193,7 +193,7 @@ def test_a_damaged_tokenizer_cache_entry_is_named_trained_again_and_gives_a_fres
 def test_an_unsealed_tokenizer_cache_entry_is_compared_with_one_trained_anew(tmp_path, capsys):
     """An entry made before entries were sealed: sealed when it equals what its captions
     give, else named and trained again."""
-    from seps.prebuild import check_inputs
+    from seps.runs.prebuild import check_inputs
 
     cfg = TrainConfig(data_path=str(tmp_path / "data"), synth_images=30, vocab_size=300)
     check_inputs(cfg)
@@ -235,7 +235,7 @@ def test_a_damaged_generated_dataset_is_named_generated_again_and_gives_a_fresh_
 def test_a_users_copy_of_a_synthetic_set_is_not_sealed_and_reads_as_before(synth, tmp_path):
     """At an explicit --data-path, a set without a seal may be a copy changed on purpose
     (tests/test_train.py cuts an image of one): it is read as it is, never regenerated."""
-    from seps.prebuild import check_inputs
+    from seps.runs.prebuild import check_inputs
 
     data = tmp_path / "copy"
     shutil.copytree(synth, data, ignore=shutil.ignore_patterns("tokenizer-cache", MANIFEST))
@@ -277,7 +277,7 @@ def test_a_damaged_pretraining_build_is_named_built_again_and_gives_a_fresh_stor
 def test_a_builds_unreadable_float_path_stamp_is_named_and_the_build_made_again(
     tiny_recipe, capsys
 ):
-    from seps.prebuild import BUILT_ON, build_checked
+    from seps.runs.prebuild import BUILT_ON, build_checked
 
     folder = build_checked("tiny-test", progress=False)
     weights = (folder / "vision.safetensors").read_bytes()
@@ -291,7 +291,8 @@ def test_a_builds_unreadable_float_path_stamp_is_named_and_the_build_made_again(
     assert folder_problem(folder) is None
 
 
-#: The fingerprints (seps.provenance.pretrain_fingerprint) of the committed builds' weights,
+#: The fingerprints (seps.experiments.provenance.pretrain_fingerprint) of the committed builds'
+#: weights,
 #: as every committed record that starts from them names them.
 COMMITTED_BUILDS = {
     "uni-48-w128": "72ff60f57a955f1d",
@@ -302,8 +303,8 @@ COMMITTED_BUILDS = {
 
 @pytest.mark.parametrize("name", sorted(COMMITTED_BUILDS))
 def test_the_committed_builds_match_their_seals_and_keep_their_weights(name):
-    from seps.prebuild import _build_problem
-    from seps.provenance import pretrain_fingerprint
+    from seps.experiments.provenance import pretrain_fingerprint
+    from seps.runs.prebuild import _build_problem
     from seps.train.pretrain import pretrained_dir
 
     folder = pretrained_dir(name, REPO / "data" / "pretrained")

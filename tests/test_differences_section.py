@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ablation_roots import make_ablation_root
 
-from seps.ablations import load_matrix
+from seps.experiments.definitions import load_matrix
 from seps.report import load_results, write_report
 from seps.report.differences import (
     difference_cells,
@@ -22,7 +22,7 @@ from seps.report.differences import (
 )
 from seps.report.records import current_records
 from seps.report.render import ReportData
-from seps.runner import SCHEMA
+from seps.runs.runner import SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests of the image and text encoders (seps.encoders), tiny random configurations only."""
+"""Tests of the image and text encoders (seps.model.encoders), tiny random configurations only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from seps.encoders import (
+from seps.model.encoders import (
     ImageEncoder,
     TextEncoder,
     build_image_encoder,

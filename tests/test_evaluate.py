@@ -1,4 +1,4 @@
-"""seps.evaluate: every dense_source protocol against a plain per-pair loop of the head."""
+"""seps.core.evaluate: every dense_source protocol against a plain per-pair loop of the head."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import torch
 from torch import Tensor
 
 from seps import SEPSHead, get_config
-from seps import evaluate as ev
-from seps.evaluate import (
+from seps.core import evaluate as ev
+from seps.core.evaluate import (
     DENSE_SOURCES,
     evaluate_retrieval,
     shuffle_permutation,
     similarity_matrix,
 )
-from seps.metrics import METRIC_KEYS, coco_1k_folds, recall_at_k
+from seps.core.metrics import METRIC_KEYS, coco_1k_folds, recall_at_k
 
 C, N, CPI = 16, 9, 5
 N_IMG, N_CAP = 4, 20

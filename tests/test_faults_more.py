@@ -24,18 +24,18 @@ import pytest
 from ablation_roots import make_ablation_root
 
 import seps.train as trainer
-from seps.ablations import AblationError, load_matrix, load_profile
 from seps.cli import main
-from seps.definition_checks import MAX_RUN_ID, read_yaml_file
-from seps.report.sequential import DesignError, load_designs
-from seps.staleness import claim_work_dir, reusable_work_dir, work_dir_version
-from seps.store import (
+from seps.experiments.definition_checks import MAX_RUN_ID, read_yaml_file
+from seps.experiments.definitions import AblationError, load_matrix, load_profile
+from seps.experiments.staleness import claim_work_dir, reusable_work_dir, work_dir_version
+from seps.io.store import (
     FOREIGN_TEMP_AGE,
     clean_stale_temps,
     host_tag,
     pid_alive,
     temp_path,
 )
+from seps.report.sequential import DesignError, load_designs
 
 PROFILE = """
 tiny:
@@ -305,7 +305,7 @@ def test_a_malformed_sequential_design_is_one_line(tmp_path, old, new, said):
 def test_a_design_naming_a_matrix_no_claim_names_is_refused(tmp_path):
     from seps.report.sequential import check_design
 
-    shutil.copytree(Path(__file__).resolve().parents[1] / "seps" / "definitions", tmp_path / "a")
+    shutil.copytree(Path(__file__).resolve().parents[1] / "ablations", tmp_path / "a")
     (tmp_path / "a" / "sequential.yaml").write_text(DESIGN.replace("[seven-differences]", "[x]"))
     (design,) = load_designs(tmp_path / "a").values()
     with pytest.raises(DesignError, match=r"field 'matrices': \['x'\] named by no claim"):
@@ -418,7 +418,7 @@ def test_a_damaged_training_folder_marker_makes_the_folder_stale_not_an_error(tm
 
 
 def test_status_lists_garbage_and_odd_lock_files_without_failing(env, capsys):
-    repo = Path(__file__).resolve().parents[1] / "seps" / "definitions"
+    repo = Path(__file__).resolve().parents[1] / "ablations"
     shutil.copy(repo / "profiles.yaml", env["root"] / "profiles.yaml")
     work = env["results"] / "_work"
     work.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """SEPS_FLOAT_PATH: pinning the CPU kernels before torch loads, and refusing a pin that
-did not take effect (seps.float_path)."""
+did not take effect (seps.runtime.float_path)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from seps.float_path import (
+from seps.runtime.float_path import (
     ENV_VAR,
     FLOAT_PATHS,
     apply_requested,
@@ -86,10 +86,10 @@ def test_pin_before_torch_pins_torch_mkl_onednn_and_numpy():
     sets the variables before torch reads them, so torch runs its AVX2 kernels even on
     an AVX-512 CPU."""
     code = (
-        "import json, os, sys, seps.float_path\n"
-        "assert seps.float_path.pin() == 'portable'\n"
+        "import json, os, sys, seps.runtime.float_path\n"
+        "assert seps.runtime.float_path.pin() == 'portable'\n"
         "import torch\n"
-        "from seps.float_path import check_in_force\n"
+        "from seps.runtime.float_path import check_in_force\n"
         "names = sys.argv[1:]\n"
         "print(json.dumps({'cap': torch.backends.cpu.get_cpu_capability(),"
         " 'path': check_in_force(), 'env': {k: os.environ.get(k) for k in names}}))"

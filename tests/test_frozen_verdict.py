@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ablation_roots import make_ablation_root
-from test_scorecard import CLAIMS, MATRIX, SEEDS, VERDICT, _record, _rows
+from test_scorecard import CLAIMS, MATRIX, MEASURED, SEEDS, _record, _rows, _verdicts
 
 from seps.report.frozen import MOVED, SWITCH_MODULES, frozen_reason
 from seps.report.scorecard import write_scorecard
@@ -23,7 +23,7 @@ from seps.train.movement import MOVED as TRAIN_MOVED
 #: What test_scorecard's records get without movement (today's verdicts).
 BEFORE = {
     "rises": "supported",
-    "flat": "not detected (no stated size)",
+    "flat": "not detected: no stated size, so its power cannot be judged",
     "falls": "contradicted",
     "best": "supported",
     "leak": "supported",
@@ -56,16 +56,20 @@ def _scorecard(tmp_path: Path, relevance: list[float] | None, without: str | Non
     return {cid: cells for cid, cells in _rows(text).items() if cid in BEFORE}, text
 
 
+def _judged(text: str) -> dict[str, str]:
+    return {cid: v for cid, v in _verdicts(text).items() if cid in BEFORE}
+
+
 def test_frozen_module_makes_its_claim_not_testable(tmp_path):
     rows, text = _scorecard(tmp_path, [0.004, 0.002, 0.009, 0.001, 0.003])
-    verdicts = {cid: cells[VERDICT] for cid, cells in rows.items()}
+    verdicts = _judged(text)
     frozen = (
         "not testable here: the module did not train "
         "(relative parameter change: relevance_mlp at most 0.9%)"
     )
     # up differs from base only in hrpa, which acts through the relevance MLP.
     assert verdicts == {**BEFORE, "rises": frozen, "leak": frozen}
-    assert rows["rises"][3] == "+12.0 (n=5, not a test)"
+    assert rows["rises"][MEASURED] == "+12.0 (n=5, not a test)"
     # The rises/leak rows are not tests, so their claims' families are empty; their pair
     # (base vs up) stays a test as a cell of the optimum `best`, whose cells differ in
     # an unlisted switch too.
@@ -74,8 +78,8 @@ def test_frozen_module_makes_its_claim_not_testable(tmp_path):
 
 
 def test_a_module_that_trained_in_any_record_keeps_the_verdict(tmp_path):
-    rows, text = _scorecard(tmp_path, [0.004, 0.002, 0.02, 0.001, 0.003])
-    assert {cid: cells[VERDICT] for cid, cells in rows.items()} == BEFORE
+    _, text = _scorecard(tmp_path, [0.004, 0.002, 0.02, 0.001, 0.003])
+    assert _judged(text) == BEFORE
     assert "**Parts that did not train.**" not in text
 
 
@@ -83,8 +87,8 @@ def test_a_module_that_trained_in_any_record_keeps_the_verdict(tmp_path):
 def test_records_without_movement_keep_todays_verdicts(tmp_path, without):
     # None: no record has movement (every committed record); base: one side lacks it.
     relevance = None if without is None else [0.0] * len(SEEDS)
-    rows, _ = _scorecard(tmp_path, relevance, without)
-    assert {cid: cells[VERDICT] for cid, cells in rows.items()} == BEFORE
+    _, text = _scorecard(tmp_path, relevance, without)
+    assert _judged(text) == BEFORE
 
 
 def test_switch_table_names_measured_parts_and_the_training_threshold():

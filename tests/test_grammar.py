@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from seps.core.metrics import recall_at_k
 from seps.data.captions import sparse_captions
-from seps.data.scenes import Obj, Scene, sample_scene
-from seps.data.synth import generate_synthetic
-from seps.metrics import recall_at_k
-from seps.oracle import (
+from seps.data.oracle import (
     chance_recalls,
     expected_recalls,
     oracle_consistency,
@@ -23,8 +21,10 @@ from seps.oracle import (
     parse_caption,
     split_scenes,
 )
+from seps.data.scenes import Obj, Scene, sample_scene
+from seps.data.synth import generate_synthetic
+from seps.train.config import TrainConfig
 from seps.train.data import synthetic_path
-from seps.train_config import TrainConfig
 
 
 def _digest(root: Path) -> str:
@@ -198,4 +198,4 @@ def test_report_puts_chance_and_oracle_beside_the_text_only_matcher() -> None:
     (line,) = _text_only_lines(df)
     assert "chance (random ranking) rSum 3.2" in line and "scene oracle" in line
     (old,) = _text_only_lines(df[["profile", "seed", "text_only_rsum"]])
-    assert "oracle" not in old  # records made before seps.oracle
+    assert "oracle" not in old  # records made before seps.data.oracle

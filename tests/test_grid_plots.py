@@ -17,7 +17,7 @@ import pytest
 from ablation_roots import make_ablation_root
 from report_records import T975_DF2, _record, _write
 
-from seps.ablations import RunSpec, load_matrix
+from seps.experiments.definitions import RunSpec, load_matrix
 from seps.report import (
     grid_runs,
     load_paper_figures,

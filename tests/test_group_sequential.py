@@ -1,4 +1,4 @@
-"""The sequential design's statistics (seps.group_sequential) and its replay over looks
+"""The sequential design's statistics (seps.stats.group_sequential) and its replay over looks
 (seps.report.sequential.replay): boundaries against published tables and an independent
 computation, the family-wise error rate and the power of the whole procedure by
 simulation.
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal, norm
 
-from seps.group_sequential import (
+from seps.report.sequential import Design, RowResult, SeedPair, replay
+from seps.stats.group_sequential import (
     LookStat,
     blocked_t,
     boundaries,
@@ -28,7 +29,6 @@ from seps.group_sequential import (
     repeated_interval,
     spent,
 )
-from seps.report.sequential import Design, RowResult, SeedPair, replay
 
 LOOKS = (5, 10, 15, 20, 30)
 FRACTIONS = [n / LOOKS[-1] for n in LOOKS]
@@ -154,9 +154,7 @@ def _family(rng, effects, sd, corr=0.5, z_known=False):
         own = rng.normal(0, 1, n)
         d = effect + sd * (math.sqrt(corr) * shared + math.sqrt(1 - corr) * own)
         pairs = [SeedPair(s, float(d[s]), f"b{s % 3}", "cpu") for s in range(n)]
-        rows.append(
-            RowResult("c", "m", "candidate", "base", f"v{i}", "base", 100.0, 6.0, pairs)
-        )
+        rows.append(RowResult("c", "m", "candidate", "base", f"v{i}", "base", 100.0, 6.0, pairs))
     return {"c": rows}
 
 

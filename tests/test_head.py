@@ -11,8 +11,8 @@ import torch
 from reference_impl import reference_sims
 
 from seps import SEPSHead, get_config
-from seps.config import CHOICES
-from seps.losses import ratio_loss
+from seps.core.config import CHOICES
+from seps.core.losses import ratio_loss
 
 C, N, B_V, B_T = 16, 9, 2, 3
 SIM_KEYS = ("scoring", "dense_fusion", "aggregation", "hrpa", "similarity_activation", "decision")

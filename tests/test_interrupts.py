@@ -15,8 +15,8 @@ from test_runner import MATRIX, PROFILE, _comparable
 from test_train import HEAD, tiny
 
 import seps.train.loop as loop
-from seps import interrupts
-from seps.interrupts import StopRequested
+from seps.runtime import interrupts
+from seps.runtime.interrupts import StopRequested
 from seps.train import load_run_checkpoint, train
 
 CLOCKS = ("seconds", "train_pairs_per_second")

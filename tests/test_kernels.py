@@ -1,4 +1,4 @@
-"""Every kernel implementation (seps.kernels) against the batched default.
+"""Every kernel implementation (seps.core.kernels) against the batched default.
 
 - ``loop``: every switch combination (864 = the 432 similarity switch combinations
   x detach_selection), eval and train (with the same Gumbel draws), similarities to
@@ -11,7 +11,7 @@
   on a CUDA machine also on the GPU;
 - gradients of every implementation agree with the batched ones.
 
-No test here is timed: the speed goals live in ``seps/bench/suites/`` and ``seps-bench bench``.
+No test here is timed: the speed goals live in ``benchmarks/`` and ``seps-bench bench``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pytest
 import torch
 
 from seps import SEPSHead, get_config
-from seps.config import CHOICES
-from seps.kernels import IMPLEMENTATIONS, get_kernel, unavailable_reason
+from seps.core.config import CHOICES
+from seps.core.kernels import IMPLEMENTATIONS, get_kernel, unavailable_reason
 
 C, N, B_V, B_T = 16, 9, 2, 3
 SIM_KEYS = ("scoring", "dense_fusion", "aggregation", "hrpa", "similarity_activation", "decision")
@@ -188,7 +188,7 @@ def test_contraction_order_gradients_match_loop(preset: str, order: str) -> None
 def test_direct_tokens_gradcheck() -> None:
     """The hand-written backward of the direct order against finite differences,
     including an all-zero weight row (a zero token, whose norm is clamped)."""
-    from seps.alignment import _DirectTokens
+    from seps.core.alignment import _DirectTokens
 
     g = torch.Generator().manual_seed(0)
     w = torch.rand(2, 3, 5, generator=g, dtype=torch.float64)
@@ -238,8 +238,8 @@ def test_text_chunking_and_orders_agree_at_realistic_size() -> None:
 def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
     """Captions whose shortest favours the gram order and longest the direct one: each
     text chunk picks its own order (both are used) and the result equals the loop's."""
-    import seps.head
-    import seps.head_steps
+    import seps.core.head
+    import seps.core.head_steps
 
     cfg = get_config("code", embed_size=512, dense_fusion="none")
     g = torch.Generator().manual_seed(1)
@@ -247,16 +247,16 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
     cap = torch.randn(8, 30, 512, generator=g)
     lens = torch.tensor([2, 3, 30, 28, 2, 25, 3, 30])
     # At C = 512, ViT-224 and K = 98 the gram order is the cheaper one below 20 words.
-    assert seps.head.use_gram(3, 196, cfg.num_aggregated, 512, 98)
-    assert not seps.head.use_gram(25, 196, cfg.num_aggregated, 512, 98)
+    assert seps.core.head.use_gram(3, 196, cfg.num_aggregated, 512, 98)
+    assert not seps.core.head.use_gram(25, 196, cfg.num_aggregated, 512, 98)
     orders = []
-    real = seps.head_steps.patch_word_scores
+    real = seps.core.head_steps.patch_word_scores
 
     def spy(*args, **kwargs):
         orders.append(kwargs["gram"] is not None)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(seps.head_steps, "patch_word_scores", spy)
+    monkeypatch.setattr(seps.core.head_steps, "patch_word_scores", spy)
     outs = []
     for impl in ("loop", "batched"):
         torch.manual_seed(0)
@@ -268,7 +268,7 @@ def test_auto_order_is_chosen_per_chunk_and_agrees(monkeypatch) -> None:
 
 
 def test_use_gram_counts_the_compact_norms() -> None:
-    from seps.alignment import use_gram
+    from seps.core.alignment import use_gram
 
     # ViT-224, C = 512, N_c = 39: full weights switch near 28 words; compact ones, whose
     # direct order also aggregates the K kept tokens only, near 19.
@@ -280,9 +280,9 @@ def test_use_gram_counts_the_compact_norms() -> None:
 TRITON_CHECK = """
 import torch
 import test_kernels as tk
-from seps.alignment import row_col_max as torch_row_col_max
-from seps.kernels import triton as tr
-from seps.selection import topk_mask, weighted_softmax
+from seps.core.alignment import row_col_max as torch_row_col_max
+from seps.core.kernels import triton as tr
+from seps.core.selection import topk_mask, weighted_softmax
 
 g = torch.Generator().manual_seed(0)
 for n, k in ((9, 5), (49, 40), (196, 98), (576, 288)):
@@ -390,8 +390,8 @@ def test_exact_ties_select_the_same_patches(preset: str) -> None:
 
 _HEAP_LOOP = """
 import torch
-from seps.kernels.compiled import compiled_ops
-from seps.selection import weighted_softmax
+from seps.core.kernels.compiled import compiled_ops
+from seps.core.selection import weighted_softmax
 torch.set_num_threads(2)
 softmax = compiled_ops().extra_weights
 g = torch.Generator().manual_seed(0)
@@ -412,11 +412,11 @@ def test_compiled_weighted_softmax_is_right_on_both_float_paths(path: str) -> No
     native path of an AVX-512 machine (glibc: a double free or a corrupted chunk), and
     under ``cpp.dynamic_threads`` it gave wrong weights on the portable (AVX2) path; the
     two cases catch those two settings coming back (on an AVX2-only machine both run the
-    same AVX2 code) (:mod:`seps.kernels.compiled`)."""
+    same AVX2 code) (:mod:`seps.core.kernels.compiled`)."""
     if (reason := unavailable_reason("compiled")) is not None:
         pytest.skip(reason)
-    from seps.float_path import ENV_VAR, FLOAT_PATHS
-    from seps.provenance import CPU_ENV_OVERRIDES
+    from seps.experiments.provenance import CPU_ENV_OVERRIDES
+    from seps.runtime.float_path import ENV_VAR, FLOAT_PATHS
 
     env = {k: v for k, v in os.environ.items() if k not in CPU_ENV_OVERRIDES}
     env.update({ENV_VAR: path, **FLOAT_PATHS[path], "OMP_NUM_THREADS": "2"})

@@ -1,4 +1,4 @@
-"""Tests of the generic BM25 text-only matcher (seps.lexical) and `seps-bench text-only`."""
+"""Tests of the generic BM25 text-only matcher (seps.data.lexical) and `seps-bench text-only`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from seps.cli import main
-from seps.lexical import bm25_sims, text_only_recalls, tokens
+from seps.data.lexical import bm25_sims, text_only_recalls, tokens
 
 F30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "f30k"
 

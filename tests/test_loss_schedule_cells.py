@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from seps.config import get_config
+from seps.core.config import get_config
 from seps.report.loss_records import SUMMED_TRIPLET, align_rows, completed_runs, ratio_rows
 
 

@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 from ablation_roots import make_ablation_root
 
-from seps.ablations import load_matrix
 from seps.cli import main
-from seps.config import get_config
+from seps.core.config import get_config
+from seps.experiments.definitions import load_matrix
 from seps.report import current_records, load_results, write_report
 from seps.report.loss_plots import warmup_end
 from seps.report.loss_records import flat, flat_levels, last_epoch_triplets
 from seps.report.loss_study import CRITERIA, loss_study_section, plot_files
-from seps.runner import SCHEMA
+from seps.runs.runner import SCHEMA
 
 PLOTS = ("keep-ratio", "ratio-curves", "align", "grad-norm")
 

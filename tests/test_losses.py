@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from seps import SEPSLoss, get_config
-from seps.losses import ratio_loss, triplet_loss
+from seps.core.losses import ratio_loss, triplet_loss
 
 
 def test_triplet_sum_over_negatives_by_hand():
@@ -81,7 +81,7 @@ def test_combined_loss_parts():
 
 
 # ------------------------------------------------------------------ loss study (issue 6)
-from seps.losses import (  # noqa: E402
+from seps.core.losses import (  # noqa: E402
     alignment_loss,
     distance_weighted_triplet,
     infonce_loss,

@@ -14,8 +14,8 @@ from report_records import MATRIX_YAML, _store, _table_after
 from test_runner import PROFILE, _run
 from test_twins import MATRICES
 
-from seps.machine_load import BUSY_MARGIN, LOAD_FIELD, LoadWatch, was_busy
 from seps.report import write_report
+from seps.runtime.machine_load import BUSY_MARGIN, LOAD_FIELD, LoadWatch, was_busy
 
 
 def test_a_watch_samples_at_entry_while_the_work_runs_and_at_exit():

@@ -1,4 +1,4 @@
-"""Tests of seps.metrics against a straightforward per-query reference implementation."""
+"""Tests of seps.core.metrics against a straightforward per-query reference implementation."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from seps import metrics
-from seps.metrics import METRIC_KEYS, coco_1k_folds, recall_at_k, retrieval_ranks
+from seps.core import metrics
+from seps.core.metrics import METRIC_KEYS, coco_1k_folds, recall_at_k, retrieval_ranks
 
 
 def reference(sims: np.ndarray, cpi: int = 5) -> dict[str, float]:
@@ -190,7 +190,7 @@ def test_nan_rejected() -> None:
 
 def test_large_matrix_gives_valid_recalls() -> None:
     """2000 x 10000 (COCO 5K-sized rows): its speed is benchmarked in
-    seps/bench/suites/test_bench_data.py; here only that the counting path gives sane values."""
+    benchmarks/test_bench_data.py; here only that the counting path gives sane values."""
     rng = np.random.default_rng(5)
     s = positives_boosted(rng, 2000, 5, 2.0).astype(np.float32)
     m = recall_at_k(s)

@@ -12,7 +12,7 @@ from test_train import tiny as train_tiny
 
 import seps.train.loop as loop
 from seps import get_config
-from seps.model import ModelSpec, build_model
+from seps.model.seps_model import ModelSpec, build_model
 from seps.train import TrainConfig, load_run_checkpoint, train
 from seps.train.checkpoints import run_checkpoint_path
 from seps.train.movement import GROUPS, INIT_FILE, grad_shares, module_groups, movement
@@ -137,8 +137,8 @@ def test_frozen_backbones_are_absent_and_resume_keeps_the_initial_weights(synth,
 def test_runner_record_carries_the_movement(synth, tmp_path):
     from test_runner import PROFILE, REPO_ABLATIONS
 
-    from seps.ablations import load_matrix, load_profile
-    from seps.runner import run_matrix
+    from seps.experiments.definitions import load_matrix, load_profile
+    from seps.runs.runner import run_matrix
 
     root = tmp_path / "ablations"
     (root / "matrices").mkdir(parents=True)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from seps import SEPSHead, get_config
-from seps.official import CheckpointError, export_state_dict, load_crossnet
+from seps.train.official import CheckpointError, export_state_dict, load_crossnet
 
 C, N = 16, 9
 SIZES = dict(embed_size=C, num_patches=N, sparse_ratio=0.5, aggr_ratio=0.5)
@@ -117,8 +117,8 @@ def test_not_a_mapping():
 def _tiny_official_checkpoint(tmp_path, *, drop: str | None = None):
     from argparse import Namespace
 
-    from seps.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
-    from seps.model import SEPSModel
+    from seps.model.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
+    from seps.model.seps_model import SEPSModel
 
     torch.manual_seed(0)
     vcfg, tcfg = tiny_vision_config("vit", 32), tiny_bert_config(50)
@@ -150,7 +150,7 @@ def _embed_and_score(model):
 
 
 def test_official_full_checkpoint_round_trip(tmp_path):
-    from seps.official import load_checkpoint
+    from seps.train.official import load_checkpoint
 
     path, model, vcfg, tcfg = _tiny_official_checkpoint(tmp_path)
     loaded = load_checkpoint(path, vision=vcfg, text=tcfg)
@@ -159,7 +159,7 @@ def test_official_full_checkpoint_round_trip(tmp_path):
 
 
 def test_official_full_checkpoint_errors(tmp_path):
-    from seps.official import load_checkpoint
+    from seps.train.official import load_checkpoint
 
     path, _, vcfg, tcfg = _tiny_official_checkpoint(tmp_path, drop="txt_enc.fc.bias")
     with pytest.raises(CheckpointError, match=r"missing keys: txt_enc\.fc\.bias"):
@@ -177,7 +177,7 @@ def test_official_full_checkpoint_errors(tmp_path):
 
 
 def test_official_full_checkpoint_misshaped_encoder_key_reported_once(tmp_path):
-    from seps.official import load_checkpoint
+    from seps.train.official import load_checkpoint
 
     path, _, vcfg, tcfg = _tiny_official_checkpoint(tmp_path)
     ckpt = torch.load(path, weights_only=False)

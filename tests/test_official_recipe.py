@@ -22,11 +22,11 @@ from PIL import Image
 from test_train import tiny as train_tiny
 
 from seps import get_config
-from seps.ablations import load_profile
 from seps.cli import main
 from seps.data.augment import CROP_RATIO, CROP_SCALE, random_resized_crop_box
 from seps.data.layout import DataError, decode_image, load_split
-from seps.text import augment_caption_ids
+from seps.data.text import augment_caption_ids
+from seps.experiments.definitions import load_profile
 from seps.train import TrainConfig, load_run_checkpoint, train
 from seps.train.data import (
     TextTable,
@@ -129,7 +129,7 @@ def test_eval_max_words_reaches_evaluation_tables_only(synth):
 
 
 def test_evaluation_scores_only_the_first_eval_max_words_features(synth):
-    from seps.model import ModelSpec, build_model
+    from seps.model.seps_model import ModelSpec, build_model
     from seps.train.evaluation import encode_split
 
     cfg = tiny(synth, "unused", max_words=0, max_dense_words=0, eval_max_words=5)

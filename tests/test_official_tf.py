@@ -19,35 +19,34 @@ import pytest
 import torch
 from transformers import AutoConfig, PretrainedConfig
 
-import seps.hub
-import seps.official
+import seps.io.hub
+import seps.train.official
+import seps.train.official_backbones
 from seps import SEPSHead, get_config
 from seps.cli import build_parser, main
 from seps.cli.train import train_config_from_args
-from seps.encoders import (
+from seps.data.text import (
+    SPECIAL_TOKENS,
+    encode_captions,
+    load_tokenizer,
+    resolve_tokenizer,
+    train_wordpiece_tokenizer,
+)
+from seps.model.encoders import (
     ImageEncoder,
     TextEncoder,
     build_text_encoder,
     tiny_bert_config,
     tiny_vision_config,
 )
-from seps.model import ModelSpec, SEPSModel, build_model
-from seps.official import (
+from seps.model.seps_model import ModelSpec, SEPSModel, build_model
+from seps.train.official import CheckpointError, export_state_dict, load_checkpoint
+from seps.train.official_backbones import (
     OFFICIAL_VISION,
-    CheckpointError,
-    export_state_dict,
-    load_checkpoint,
     load_official_tokenizer,
     official_model_type,
     official_text_config,
     official_vision_config,
-)
-from seps.text import (
-    SPECIAL_TOKENS,
-    encode_captions,
-    load_tokenizer,
-    resolve_tokenizer,
-    train_wordpiece_tokenizer,
 )
 
 C, IMAGE = 16, 32
@@ -186,7 +185,7 @@ def test_mismatched_checkpoint_error_is_one_line_with_first_keys_and_counts(
     assert "--vision" in msg
     # Without the library's renaming (transformers 4's view of a transformers 5 file, or the
     # old behaviour) a tf4-named file fails too, still in one short line.
-    monkeypatch.setattr(seps.official, "_library_renamer", lambda module: lambda key: key)
+    monkeypatch.setattr(seps.train.official, "library_renamer", lambda module: lambda key: key)
     with pytest.raises(CheckpointError) as exc:
         load_checkpoint(path, vision=vision, text=text)
     msg = str(exc.value)
@@ -216,7 +215,7 @@ def test_each_official_model_type_gets_its_own_backbone_config(
         assert cfg.patch_size == 16 and cfg.hidden_size == 768 and cfg.num_hidden_layers == 12
     assert side * side == n_patches
     # --vision <type> names the same configuration.
-    assert seps.official._config_from(vit_type, "vision").to_dict() == cfg.to_dict()
+    assert seps.train.official_backbones.config_from(vit_type, "vision").to_dict() == cfg.to_dict()
     hub = OFFICIAL_VISION[vit_type][0]
     assert str(image_size) in hub and (("swin" in hub) == (model_type == "swin"))
 
@@ -255,8 +254,10 @@ def test_default_backbones_follow_opt_vit_type_and_ignore_opt_bert_path(
         return ref.img_enc.visual_encoder.config
 
     # Stand-ins for the ViT/Swin-Base and BERT-base configs (too large for a unit test).
-    monkeypatch.setattr(seps.official, "official_vision_config", tiny_vision)
-    monkeypatch.setattr(seps.official, "official_text_config", lambda: ref.txt_enc.bert.config)
+    monkeypatch.setattr(seps.train.official, "official_vision_config", tiny_vision)
+    monkeypatch.setattr(
+        seps.train.official, "official_text_config", lambda: ref.txt_enc.bert.config
+    )
     loaded = load_checkpoint(path)  # opt.bert_path does not exist: it must not be read
     assert asked == ["swin_384"]
     torch.testing.assert_close(_similarities(loaded), _similarities(ref), rtol=0, atol=0)
@@ -348,8 +349,8 @@ def test_pretrained_text_backbone_takes_its_own_tokenizer_or_stops(tmp_path: Pat
 
 
 def test_explicit_tokenizer_is_never_replaced_offline(synth: Path) -> None:
+    from seps.train.config import TrainConfig
     from seps.train.data import build_tokenizer
-    from seps.train_config import TrainConfig
 
     with pytest.raises(
         ValueError, match=r"name_or_path='bert-base-uncased'.*pass --tokenizer"
@@ -370,7 +371,7 @@ def test_unreachable_hub_is_detected_once_and_fails_fast(monkeypatch: pytest.Mon
         calls.append(endpoint)
         return False
 
-    monkeypatch.setattr(seps.hub, "_probe_hub", unreachable)
+    monkeypatch.setattr(seps.io.hub, "_probe_hub", unreachable)
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match="offline or unreachable"):
         load_tokenizer("no-such-org/no-such-tokenizer")
@@ -378,7 +379,7 @@ def test_unreachable_hub_is_detected_once_and_fails_fast(monkeypatch: pytest.Mon
         ImageEncoder("no-such-org/no-such-vit", C, pretrained=True, source="hf")
     with pytest.raises(RuntimeError, match="bert="):
         TextEncoder("no-such-org/no-such-bert", C)
-    assert seps.hub.hub_offline()
+    assert seps.io.hub.hub_offline()
     assert len(calls) == 1 and time.perf_counter() - t0 < 30
 
 
@@ -400,14 +401,14 @@ def test_hub_check_answers_within_its_timeout(monkeypatch: pytest.MonkeyPatch) -
     silent.bind(("127.0.0.1", 0))
     silent.listen(1)  # accepts the connection, never answers
     try:
-        assert seps.hub._probe_hub(f"http://127.0.0.1:{server.server_port}", 3.0)
+        assert seps.io.hub._probe_hub(f"http://127.0.0.1:{server.server_port}", 3.0)
         t0 = time.perf_counter()
-        assert not seps.hub._probe_hub(f"http://127.0.0.1:{silent.getsockname()[1]}", 0.5)
+        assert not seps.io.hub._probe_hub(f"http://127.0.0.1:{silent.getsockname()[1]}", 0.5)
         assert time.perf_counter() - t0 < 2.0
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
             closed = free.getsockname()[1]
-        assert not seps.hub._probe_hub(f"http://127.0.0.1:{closed}", 1.0)
+        assert not seps.io.hub._probe_hub(f"http://127.0.0.1:{closed}", 1.0)
     finally:
         server.shutdown()
         silent.close()
@@ -426,7 +427,9 @@ def test_eval_official_without_text_option_uses_the_official_text_encoder(
     ref = _reference_model(vision, text)
     path = _official_file(tmp_path, ref, tf4_names=True, kind="vit", bert_path="/no/such/bert")
     # BERT-base stand-in: the tiny config; opt.bert_path must not be read.
-    monkeypatch.setattr(seps.official, "official_text_config", lambda: ref.txt_enc.bert.config)
+    monkeypatch.setattr(
+        seps.train.official, "official_text_config", lambda: ref.txt_enc.bert.config
+    )
     out = tmp_path / "eval.json"
     argv = ["eval", "--official", "--checkpoint", str(path), "--data-path", str(synth)]
     argv += ["--dataset", "synthetic", "--vision", str(vision), "--tokenizer", str(vocab_dir)]

@@ -26,7 +26,7 @@ from transformers import BertConfig, BertModel, ViTConfig
 from seps.cli import main
 from seps.data.layout import load_split
 from seps.data.synth import generate_synthetic
-from seps.text import train_wordpiece_tokenizer
+from seps.data.text import train_wordpiece_tokenizer
 
 N_TRAIN, N_DEV, N_TEST = 6, 1, 4
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from seps import SEPSHead, SEPSLoss, get_config
-from seps.precision import autocast, fp32_apply, grad_scaler, resolve_precision
-from seps.train_config import TrainConfig
+from seps.runtime.precision import autocast, fp32_apply, grad_scaler, resolve_precision
+from seps.train.config import TrainConfig
 
 CPU = torch.device("cpu")
 

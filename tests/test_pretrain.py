@@ -12,7 +12,7 @@ import torch
 from tiny_recipe import make_tiny_recipe
 
 import seps.train.pretrain as pretrain
-from seps.provenance import pretrain_fingerprint
+from seps.experiments.provenance import pretrain_fingerprint
 
 
 def _tokens(b: int, n: int, c: int = 4, cls: bool = True) -> torch.Tensor:

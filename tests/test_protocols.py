@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from seps.evaluate import shuffle_permutation, similarity_matrix
+from seps.core.evaluate import shuffle_permutation, similarity_matrix
+from seps.train.config import TrainConfig
 from seps.train.distributed import TrainStep
 from seps.train.loop import dense_rows
-from seps.train_config import TrainConfig
 
 
 class ProbeHead(nn.Module):

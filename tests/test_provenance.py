@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from seps.float_path import FLOAT_PATHS
-from seps.provenance import (
+from seps.experiments.provenance import (
     CPU_ENV_OVERRIDES,
     UNRECORDED_CPU,
     bits_key,
@@ -18,6 +17,7 @@ from seps.provenance import (
     resume_warning,
 )
 from seps.report.records import machines_line
+from seps.runtime.float_path import FLOAT_PATHS
 
 AMD = {
     "model": "AMD EPYC",
@@ -120,7 +120,7 @@ def _record(cpu, fingerprint=None, recipe=None):
 
 
 def test_resuming_beside_records_of_another_machine_says_so_in_one_line(monkeypatch):
-    import seps.provenance as prov
+    import seps.experiments.provenance as prov
 
     monkeypatch.setattr(prov, "cpu_identity", lambda: AMD)
     here = _record(AMD)
@@ -145,7 +145,7 @@ def test_resuming_beside_records_of_another_machine_says_so_in_one_line(monkeypa
 def test_resuming_from_other_pretrained_weights_compares_records_of_the_same_recipe(
     monkeypatch, tmp_path
 ):
-    import seps.provenance as prov
+    import seps.experiments.provenance as prov
 
     monkeypatch.setattr(prov, "cpu_identity", lambda: AMD)
     monkeypatch.setattr(prov, "pretrained_dir", lambda name: tmp_path)

@@ -11,10 +11,10 @@ import yaml
 from test_train import tiny as train_tiny
 
 from seps import get_config
-from seps.ablations import load_matrix
 from seps.cli import main
 from seps.cli import ratio_scale as cli_ratio_scale
-from seps.ratio_scale import (
+from seps.experiments.definitions import load_matrix
+from seps.runs.ratio_scale import (
     Probe,
     initial_ratio_grad_norms,
     normalised_weights,

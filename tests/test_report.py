@@ -27,8 +27,8 @@ from report_records import (
     _write,
 )
 
-from seps.ablations import load_matrix
 from seps.cli import main
+from seps.experiments.definitions import load_matrix
 from seps.report import (
     load_results,
     paired_test,
@@ -296,10 +296,10 @@ def test_plotted_series_come_from_the_records(env, tmp_path):
 
 
 def test_paper_reference_matching():
-    from seps.ablations import RunSpec
+    from seps.experiments.definitions import RunSpec
     from seps.report import load_paper_figures
 
-    figures = load_paper_figures(REPO / "seps" / "definitions")
+    figures = load_paper_figures(REPO / "ablations")
     rho = paper_reference(RunSpec("rho=0.3", "paper", {"sparse_ratio": 0.3}), figures)
     assert rho is not None and rho.values["rsum"] == 561.2
     coef = paper_reference(
@@ -321,10 +321,10 @@ def test_paper_reference_matching():
 def test_coefficient_row_matches_a_run_that_also_sets_the_decision():
     """The paper measured its coefficient grid under its own decision (gumbel_topk): a run
     of another decision gets the row as context, and its text says so."""
-    from seps.ablations import RunSpec
+    from seps.experiments.definitions import RunSpec
     from seps.report import load_paper_figures
 
-    figures = load_paper_figures(REPO / "seps" / "definitions")
+    figures = load_paper_figures(REPO / "ablations")
     coef = {"lambda_sparse": 1.0, "lambda_dense": 0.25}
     topk = paper_reference(RunSpec("c", "paper", {**coef, "decision": "topk"}), figures)
     assert topk is not None and topk.table == "coefficients" and topk.values["rsum"] == 540.9
@@ -347,7 +347,7 @@ def test_paper_figures_copy_the_reference_tables():
     ref = REPO.parent / "shared" / "reference" / "paper_tables.md"
     if not ref.exists():
         pytest.skip("shared reference tables not available")
-    figures = yaml.safe_load((REPO / "seps" / "definitions" / "paper_figures.yaml").read_text())
+    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
     tables = {}
     for block in ref.read_text().split("\n## ")[1:]:
         rows = [line for line in block.splitlines() if line.startswith("|")][2:]

@@ -7,7 +7,7 @@ import dataclasses
 
 import pandas as pd
 
-from seps.ablations import config_key, load_matrix, load_profile, resolve
+from seps.experiments.definitions import config_key, load_matrix, load_profile, resolve
 from seps.report.definition import off_definition
 from seps.report.records import current_records
 

@@ -22,8 +22,8 @@ from report_records import (
     _write,
 )
 
-from seps.ablations import load_matrix
 from seps.cli import main
+from seps.experiments.definitions import load_matrix
 from seps.report import load_results, plot_collapsed, summarise, write_report
 
 
@@ -215,7 +215,7 @@ def test_the_text_only_matcher_line_is_given_per_profile_when_profiles_mix():
     assert "(profile `standard`)" in lines[1] and "over 3 test split(s)" in lines[1]
     # one profile: one line, as before (committed reports keep their bytes)
     one = _text_only_lines(df[df["profile"] == "standard"])
-    assert len(one) == 1 and one[0].startswith("- **text-only matcher** (`seps.baselines`")
+    assert len(one) == 1 and one[0].startswith("- **text-only matcher** (`seps.data.baselines`")
 
 
 def test_a_users_file_under_the_reports_name_is_never_overwritten(env, capsys):

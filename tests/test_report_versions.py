@@ -1,7 +1,7 @@
 """No stale page: `seps-bench report` and `seps-bench scorecard` state the code version of
 their records against this code's, and refuse (one line, exit 2, no traceback) to write a
 page from records of another version, even when the records agree with each other,
-unless `--allow-mixed-versions`, which writes it with a banner (seps/version.py,
+unless `--allow-mixed-versions`, which writes it with a banner (seps/versioning/version.py,
 seps/report/versions.py).
 
 Hand-made records (test_report's and test_scorecard's); nothing trains.
@@ -24,7 +24,7 @@ from seps.report.headline import Headline, render_headline
 from seps.report.scorecard import write_scorecard
 from seps.report.scorecard_sections import profile_versions, scale_lines
 from seps.report.versions import version_banner, version_counts, version_line
-from seps.version import VERSION_KEY, check_versions, code_version
+from seps.versioning.version import VERSION_KEY, check_versions, code_version
 
 OTHER = "0123456789abcdef"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from seps.store import atomic_write_json
-from seps.version import VERSION_KEY, code_version
+from seps.io.store import atomic_write_json
+from seps.versioning.version import VERSION_KEY, code_version
 
 REPO = Path(__file__).resolve().parents[1]
 OLD, NEW, OTHER = "a2365dae12e68f02", "0123456789abcdef", "9214d89c752dcaa9"

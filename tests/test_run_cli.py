@@ -12,23 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from seps.ablations import (
+from seps.cli import main
+from seps.core.config import HEAD_KEY_OMITTED_AT_DEFAULT, SEPSConfig, get_config
+from seps.experiments.definitions import (
     NON_SEMANTIC_TRAIN_FIELDS,
     config_key,
     load_matrix,
     load_profile,
     resolve,
 )
-from seps.cli import main
-from seps.config import HEAD_KEY_OMITTED_AT_DEFAULT, SEPSConfig, get_config
-from seps.overrides import apply_sets, parse_set
-from seps.run_plan import model_size
-from seps.runner import plan, record_path
-from seps.store import SCHEMA, atomic_write_json
-from seps.train_config import KEY_OMITTED_AT_DEFAULT, TrainConfig
-from seps.version import VERSION_KEY, code_version
+from seps.experiments.overrides import apply_sets, parse_set
+from seps.io.store import SCHEMA, atomic_write_json
+from seps.runs.run_plan import model_size
+from seps.runs.runner import plan, record_path
+from seps.train.config import KEY_OMITTED_AT_DEFAULT, TrainConfig
+from seps.versioning.version import VERSION_KEY, code_version
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
 
 PROFILE = """
 tiny:
@@ -185,7 +185,7 @@ def test_dry_run_prints_settings_work_and_disk(root, tmp_path, capsys):
 
 
 def test_meta_parameter_count_matches_the_built_model():
-    from seps.model import ModelSpec, build_model, count_parameters
+    from seps.model.seps_model import ModelSpec, build_model, count_parameters
 
     for protocol in ("finetune", "partial", "frozen"):
         cfg = TrainConfig(image_size=32, vocab_size=300, protocol=protocol)
@@ -213,7 +213,7 @@ def test_paper_dry_run_counts_trainings_epochs_and_disk_offline(tmp_path, capsys
         "(runs that differ only in evaluation share one), 1530 epochs in all"
     ) in out
     # ViT-Base/BERT-base from the hub: counted from the package's own copies of their
-    # configurations (seps.official.builtin_config); never fetched.
+    # configurations (seps.train.official_backbones.builtin_config); never fetched.
     assert re.search(r"^disk: [\d.]+ GB kept by the checkpoints of the 51 trainings", out, re.M)
     assert "dataset=f30k" in out and "epochs=30" in out and "code+hrpa: head: hrpa=mean_topk" in out
     assert no_network == [] and not results.exists()

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from tiny_recipe import make_tiny_recipe
 
-from seps.ablations import load_matrix, load_profile
 from seps.cli import main
-from seps.runner import (
+from seps.experiments.definitions import load_matrix, load_profile
+from seps.runs.runner import (
     plan,
     read_record,
     run_matrix,
     stale_message,
     work_dir_version,
 )
-from seps.version import VERSION_KEY, code_version
+from seps.versioning.version import VERSION_KEY, code_version
 
-REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "seps" / "definitions"
+REPO_ABLATIONS = Path(__file__).resolve().parents[1] / "ablations"
 
 PROFILE = """
 tiny:
@@ -412,10 +412,10 @@ def test_stale_records_are_counted_kept_and_rerun_only_when_asked(
     old = path.read_bytes()
 
     import seps.cli.run
-    import seps.runner
+    import seps.runs.runner
 
     changed = "a" * 16
-    for module in (seps.runner, seps.cli.run):  # the code changed since
+    for module in (seps.runs.runner, seps.cli.run):  # the code changed since
         monkeypatch.setattr(module, "code_version", lambda: changed)
     said = []
     out = _run(root, results, synth, only="code", say=said.append)
@@ -464,7 +464,7 @@ def test_a_run_gives_the_same_numbers_whether_or_not_its_pretraining_was_cached(
 ):
     """The first run on a machine builds the recipe's backbones; that build seeds and
     draws from the global generators, so it must happen before the run seeds its own
-    (seps.prebuild), or the first run's model starts from other weights."""
+    (seps.runs.prebuild), or the first run's model starts from other weights."""
     pretrain = tiny_recipe
     built_here = _run(root, tmp_path / "a", synth, only="code", pretrain="tiny-test")
     assert pretrain.is_complete(pretrain.pretrained_dir("tiny-test"))
@@ -478,10 +478,10 @@ def test_every_record_names_its_cpu_and_the_pretrained_weights_it_started_from(
     root, synth, tmp_path, tiny_recipe
 ):
     """Same configs and code give other bits on another CPU float path or from other
-    pretrained weights (seps.provenance): both are stamped on the stored record."""
+    pretrained weights (seps.experiments.provenance): both are stamped on the stored record."""
     import torch
 
-    from seps.provenance import pretrain_fingerprint
+    from seps.experiments.provenance import pretrain_fingerprint
 
     rec = _run(root, tmp_path / "a", synth, only="code", pretrain="tiny-test")[0]
     stored = read_record(next((tmp_path / "a" / "mini").glob("*.json")))
@@ -513,7 +513,7 @@ def test_a_matrix_resumed_on_another_machine_warns_once_before_it_runs(
     root, synth, tmp_path, float_path
 ):
     """Its runs pair with records of another machine; the user hears it before the runs,
-    in one line (seps.provenance.resume_warning). Another CPU model is another machine,
+    in one line (seps.experiments.provenance.resume_warning). Another CPU model is another machine,
     pinned float path or not (docs/across-machines.md)."""
     float_path("portable")
     results = tmp_path / "results"
@@ -535,9 +535,9 @@ def test_a_matrix_resumed_on_another_machine_warns_once_before_it_runs(
 
 def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, float_path, monkeypatch):
     """A run pinned to one float path must not start from weights another path made."""
-    from seps.float_path import FLOAT_PATHS
-    from seps.prebuild import BUILT_ON, build_checked
-    from seps.provenance import cpu_identity
+    from seps.experiments.provenance import cpu_identity
+    from seps.runs.prebuild import BUILT_ON, build_checked
+    from seps.runtime.float_path import FLOAT_PATHS
 
     float_path("native")  # natively another CPU model is another float path
     folder = build_checked("tiny-test", progress=False)
@@ -551,10 +551,10 @@ def test_a_pretraining_built_on_another_float_path_is_refused(tiny_recipe, float
         build_checked("tiny-test", progress=False)
     stamp_file.unlink()  # a build from before the stamp existed is used as it is...
     assert build_checked("tiny-test", progress=False) == folder
-    import seps.prebuild
+    import seps.runs.prebuild
 
     pinned = {**cpu_identity(), "overrides": {**FLOAT_PATHS["portable"]}}
-    monkeypatch.setattr(seps.prebuild, "cpu_identity", lambda: pinned)
+    monkeypatch.setattr(seps.runs.prebuild, "cpu_identity", lambda: pinned)
     unknown = r"built before pretraining builds named their float path \(no built_on.json\)"
     with pytest.raises(ValueError, match=unknown):
         build_checked("tiny-test", progress=False)  # ...but not by a pinned run
@@ -565,8 +565,8 @@ def test_a_pinned_pretraining_is_reused_on_another_cpu_model_of_the_same_pin(
 ):
     """The point of the default pin: weights built pinned on one CPU are what a pinned run
     on another CPU would build, so they are used, not rebuilt."""
-    from seps.prebuild import BUILT_ON, build_checked
-    from seps.provenance import cpu_identity
+    from seps.experiments.provenance import cpu_identity
+    from seps.runs.prebuild import BUILT_ON, build_checked
 
     float_path("portable")
     folder = build_checked("tiny-test", progress=False)

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from seps.runner import (
+from seps.runs.runner import (
     claim_work_dir,
     decide,
     is_stale,
@@ -20,7 +20,7 @@ from seps.runner import (
     stale_path,
     work_dir_version,
 )
-from seps.version import VERSION_KEY, code_version
+from seps.versioning.version import VERSION_KEY, code_version
 
 NOW, OLD = "a" * 16, "b" * 16
 

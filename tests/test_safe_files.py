@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from seps.cli import main
-from seps.official import CheckpointError, load_checkpoint
-from seps.safe_files import UnsafeFileError, load_tensor_json, save_tensor_json
+from seps.io.safe_files import UnsafeFileError, load_tensor_json, save_tensor_json
 from seps.train import CHECKPOINT_FORMAT, load_run_checkpoint
+from seps.train.official import CheckpointError, load_checkpoint
 
 
 def _touch(path: str) -> None:  # what a malicious pickle would run (os.system, say)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from seps.cli import main
-from seps.float_path import FLOAT_PATHS
+from seps.io.store import SCHEMA
 from seps.report.same_bits import compare_records, compare_stores, numbers
-from seps.store import SCHEMA
+from seps.runtime.float_path import FLOAT_PATHS
 
 AMD = {"model": "AMD EPYC", "torch_capability": "AVX2", "numpy_dispatch": ["X86_V3"],
        "overrides": {}}  # fmt: skip

@@ -17,8 +17,9 @@ import pytest
 import yaml
 from ablation_roots import make_ablation_root
 
-from seps.ablations import load_differences, load_matrix
 from seps.cli import main
+from seps.experiments.definitions import load_differences, load_matrix
+from seps.io.store import SCHEMA
 from seps.report.claims import ClaimError, load_claim_file
 from seps.report.compare import Comparison, family_of
 from seps.report.scorecard import MARKER, write_scorecard
@@ -31,7 +32,6 @@ from seps.report.verdicts import (
     holm_interval,
     optimum_verdict,
 )
-from seps.store import SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 RECALLS = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"]
@@ -158,7 +158,9 @@ PROTOCOL, MEASURED, SCALED, MDE, VERDICT, DETAILS = 1, 2, 3, 4, 5, 6
 
 def _notes(text: str) -> dict[str, str]:
     """Note number (as the cells cite it, ``[k]``) -> the note under the claims table."""
-    body = text.split("\nNotes:\n", 1)[1].split("\n\n", 2)[1]
+    if "\nNotes:\n" not in text:
+        return {}
+    body = text.split("\nNotes:\n\n", 1)[1].split("\n\n", 1)[0]
     return {f"[{line.split('. ', 1)[0]}]": line.split(". ", 1)[1] for line in body.splitlines()}
 
 
@@ -166,6 +168,12 @@ def _verdict(cell: str, notes: dict[str, str]) -> str:
     """A verdict cell with its note written out: ``phrase: note``."""
     phrase, _, ref = cell.partition(" [")
     return f"{phrase}: {notes['[' + ref].rstrip('.')}" if ref else phrase
+
+
+def _verdicts(text: str) -> dict[str, str]:
+    """Claim id -> the verdict of its first row in the claims table, note written out."""
+    notes = _notes(text)
+    return {cid: _verdict(cells[VERDICT], notes) for cid, cells in _rows(text).items()}
 
 
 def _rows(text: str) -> dict[str, list[str]]:
@@ -180,9 +188,7 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ claims file
 def test_every_claim_of_the_repository_names_existing_matrices_and_runs():
-    claims, matrices = load_claim_file(
-        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
-    )
+    claims, matrices = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
     assert len({c.id for c in claims}) == len(claims)
     for c in claims:
         assert c.matrices, c.id
@@ -195,19 +201,17 @@ def test_every_claim_of_the_repository_names_existing_matrices_and_runs():
 
 
 def test_claims_cover_the_headline_modules_differences_optima_losses_and_findings():
-    claims, _ = load_claim_file(
-        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
-    )
+    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
     by_matrix: dict[str, set[str]] = {}
     for c in claims:
         for m in c.matrices:
             by_matrix.setdefault(m, set()).update(c.runs())
     headline = next(c for c in claims if c.id == "headline")
     assert headline.pairs[0].baseline == "laps" and headline.protocols == ("candidate", "query")
-    for d in load_differences(REPO / "seps" / "definitions"):
+    for d in load_differences(REPO / "ablations"):
         if d.kind == "difference":
             assert {f"code+{d.id}", f"paper-{d.id}"} <= by_matrix["seven-differences"], d.id
-    modules = load_matrix("paper-modules", REPO / "seps" / "definitions")
+    modules = load_matrix("paper-modules", REPO / "ablations")
     assert {r.id for r in modules.runs} <= by_matrix["paper-modules"]
     kinds = {c.matrices[0]: c.kind for c in claims if c.kind == "optimum"}
     assert kinds == {"selection-ratio": "optimum", "coefficients": "optimum"}
@@ -220,15 +224,13 @@ def test_claims_cover_the_headline_modules_differences_optima_losses_and_finding
 
 
 def test_headline_size_is_the_paper_table_difference():
-    figures = yaml.safe_load((REPO / "seps" / "definitions" / "paper_figures.yaml").read_text())
+    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
     rows = {
         r["method"]: r["rsum"]
         for r in figures["table1"]["rows"]
         if r["backbone"] == "ViT-Base-224" and r["dataset"] == "Flickr30K 1K"
     }
-    claims, _ = load_claim_file(
-        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
-    )
+    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
     headline = next(c for c in claims if c.id == "headline")
     assert headline.size == pytest.approx(rows["SEPS"] - rows["LAPS"])
 
@@ -323,7 +325,7 @@ def test_verdicts_on_hand_made_records(env):
 
 def test_without_any_record_every_testable_claim_says_no_records_yet(env, tmp_path):
     text = write_scorecard(tmp_path / "empty", env["out"], env["root"]).read_text()
-    verdicts = {cid: cells[VERDICT] for cid, cells in _rows(text).items()}
+    verdicts = _verdicts(text)
     assert set(verdicts.values()) == {NO_RECORDS, "not testable here: needs Flickr30K on a GPU"}
     assert "No run records yet" in text
 
@@ -449,7 +451,7 @@ def test_foreign_readme_is_never_overwritten(env, capsys):
 
 def test_a_scorecard_written_under_the_old_marker_is_still_ours(env):
     (old,) = OLD_MARKERS
-    assert old != MARKER and "ablations/claims.yaml" in old
+    assert old != MARKER and "seps/definitions/claims.yaml" in old
     env["out"].parent.mkdir(parents=True)
     env["out"].write_text(old + "\n# Scorecard\n")
     write_scorecard(env["results"], env["out"], env["root"], allow_mixed_versions=True)

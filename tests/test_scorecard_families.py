@@ -61,6 +61,6 @@ def test_scorecard_states_its_families_and_the_whole_scorecard_counts():
     line = next(x for x in text.splitlines() if x.startswith("For comparison, one whole-"))
     assert "(10 paired tests corrected together, MDEs at 0.05/10)" in line
     assert f"{counts['supported']} supported" in line
-    header = next(x for x in text.splitlines() if x.startswith("| claim "))
+    header = next(x for x in text.splitlines() if x.startswith("| claim: test "))
     cells = [c.strip() for c in header.strip("|").split("|")]
-    assert cells[4:7] == ["scaled claim (rSum)", "MDE, 80% power", "verdict"]
+    assert cells[3:6] == ["scaled claim (rSum)", "MDE, 80% power", "verdict"]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ablation_roots import make_ablation_root
 
-from seps.ablations import Matrix, RunSpec
+from seps.experiments.definitions import Matrix, RunSpec
 from seps.report.claims import Claim, ClaimError, Pair, load_claim_file
 from seps.report.compare import Comparison, family_of
 from seps.report.power import IMPACT_RANGES, impact_text, scaled_claim, size_check
@@ -28,7 +28,7 @@ from seps.report.verdicts import (
     powered_verdict,
     underpowered_text,
 )
-from seps.stats import minimal_detectable_effect, paired_test, seeds_needed
+from seps.stats.paired import minimal_detectable_effect, paired_test, seeds_needed
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = Matrix(
@@ -163,10 +163,10 @@ def test_star_rows_read_the_difference_the_pair_flips():
 
 
 def test_impact_ranges_are_the_ones_paper_figures_states():
-    figures = yaml.safe_load((REPO / "seps" / "definitions" / "paper_figures.yaml").read_text())
+    figures = yaml.safe_load((REPO / "ablations" / "paper_figures.yaml").read_text())
     scale = figures["claimed_impacts"]["scale"]
     assert {level: written for level, (_, _, written) in IMPACT_RANGES.items()} == scale
-    header = (REPO / "seps" / "definitions" / "differences.yaml").read_text()
+    header = (REPO / "ablations" / "differences.yaml").read_text()
     assert "(large >3%, medium 1-3%, small <1%)" in header
 
 
@@ -204,9 +204,7 @@ def test_relative_size_and_margin_are_checked(tmp_path):
 
 
 def test_repository_claims_scale_their_sources_and_give_no_effect_claims_a_margin():
-    claims, _ = load_claim_file(
-        REPO / "seps" / "definitions" / "claims.yaml", REPO / "seps" / "definitions"
-    )
+    claims, _ = load_claim_file(REPO / "ablations" / "claims.yaml", REPO / "ablations")
     by_id = {c.id: c for c in claims}
     assert by_id["headline"].relative_size == pytest.approx((560.9 - 507.3) / 507.3, abs=1e-4)
     assert by_id["module-only-sparse-text"].relative_size == pytest.approx(

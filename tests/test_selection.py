@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seps.selection import topk_mask
+from seps.core.selection import topk_mask
 
 
 def sorted_mask(score: torch.Tensor, k: int) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Sequential designs replayed on stored records (seps.report.sequential), the loop of
-``run --until-decided`` (seps.until_decided), ``seps-bench sequential`` and the
+``run --until-decided`` (seps.runs.until_decided), ``seps-bench sequential`` and the
 scorecard's verdicts of the rows a design decides."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import yaml
 from ablation_roots import make_ablation_root
 
-from seps.ablations import load_matrix, load_profile
+from seps.experiments.definitions import load_matrix, load_profile
 from seps.report.sequential import DesignError, analyse, load_designs, next_stage
-from seps.runner import SCHEMA
-from seps.until_decided import log_path, run_until_decided
+from seps.runs.runner import SCHEMA
+from seps.runs.until_decided import log_path, run_until_decided
 
 MATRIX = {
     "name": "both-ways",

@@ -16,7 +16,6 @@ from unittest import mock
 import pytest
 import torch
 
-from seps import chunking, head_steps
 from seps.bench import stages
 from seps.bench.flops import STAGES, stage_flops
 from seps.bench.latency import render_report, report_json
@@ -24,7 +23,8 @@ from seps.bench.sections import stage_time_section
 from seps.bench.settings import BenchSettings
 from seps.bench.stages import instrument, stage_functions, stage_seconds
 from seps.bench.workloads import bench_config, make_head, make_inputs
-from seps.head import SEPSHead
+from seps.core import chunking, head_steps
+from seps.core.head import SEPSHead
 
 
 def _head_and_inputs(preset: str = "code", share: int = 1):
@@ -42,8 +42,8 @@ def _assert_restored(head: SEPSHead, before: list[Any]) -> None:
     assert "_image_state" not in vars(head) and "reduce" not in vars(head.hrpa)
     assert head._select_block.__func__ is SEPSHead._select_block
     assert head.hrpa.reduce.__func__ is type(head.hrpa).reduce
-    assert head_steps.patch_word_scores.__module__ == "seps.alignment"
-    assert chunking.cls_word_scores.__module__ == "seps.alignment"
+    assert head_steps.patch_word_scores.__module__ == "seps.core.alignment"
+    assert chunking.cls_word_scores.__module__ == "seps.core.alignment"
 
 
 def test_exclusive_stage_times_and_other_add_up_to_the_total() -> None:

@@ -1,6 +1,6 @@
 """The statistics of the reports, against values worked out by hand.
 
-Multiple-comparison corrections of seps.stats. Holm-Bonferroni: sort the m non-NaN
+Multiple-comparison corrections of seps.stats.paired. Holm-Bonferroni: sort the m non-NaN
 p-values ascending, multiply the i-th smallest (i = 1..m) by m - i + 1, take the running
 maximum (monotone), cap at 1, and put each value back in its input position.
 Benjamini-Hochberg: SciPy's, checked against SciPy and one hand-worked case.
@@ -19,7 +19,7 @@ import pytest
 from scipy.stats import false_discovery_control
 
 from seps.report import collapsed, compare, family_of, identical_reason
-from seps.stats import correct, holm, paired_test
+from seps.stats.paired import correct, holm, paired_test
 
 
 def _same(got: list[float], want: list[float]) -> None:

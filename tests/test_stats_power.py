@@ -1,4 +1,4 @@
-"""Power of the paired t-test, seeds needed and equivalence (seps.stats), against values
+"""Power of the paired t-test, seeds needed and equivalence (seps.stats.paired), against values
 worked out independently: the textbook paired-t sample sizes and a Monte Carlo check."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_1samp
 
-from seps.stats import (
+from seps.stats.paired import (
     MAX_SEEDS,
     minimal_detectable_effect,
     paired_power,

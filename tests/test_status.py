@@ -1,9 +1,9 @@
 """``seps-bench status``: what a result store holds and lacks per matrix, read without
-taking a lock, writing anything or loading torch (seps/store_status.py,
-seps/record_fields.py, seps/cli/status.py).
+taking a lock, writing anything or loading torch (seps/runs/status.py,
+seps/io/record_fields.py, seps/cli/status.py).
 
 The fixture store is written here as the runner writes records (sorted keys, indent 2,
-through seps.store.atomic_write_json), under a definitions root with one matrix ``tiny``
+through seps.io.store.atomic_write_json), under a definitions root with one matrix ``tiny``
 (runs a, b, c) and a profile ``p`` of seeds 0 and 1. Records carry the code version
 ``v1``; the status is asked for at ``v1`` unless a test says otherwise.
 """
@@ -23,13 +23,13 @@ import pytest
 from ablation_roots import make_ablation_root
 
 import seps.cli.status
-from seps.ablations import load_matrix, load_profile
 from seps.cli import main
-from seps.config import get_config
-from seps.record_fields import read_fields
-from seps.runner import lock_path, plan, run_group
-from seps.store import RunLock, atomic_write_json, read_record
-from seps.store_status import collect_status, lock_state, process_start_time, status_text
+from seps.core.config import get_config
+from seps.experiments.definitions import load_matrix, load_profile
+from seps.io.record_fields import read_fields
+from seps.io.store import RunLock, atomic_write_json, read_record
+from seps.runs.runner import lock_path, plan, run_group
+from seps.runs.status import collect_status, lock_state, process_start_time, status_text
 
 VERSION = "v1"
 MATRIX = {
@@ -227,7 +227,7 @@ def test_a_held_lock_is_running_with_its_holder_and_status_leaves_it_untouched(s
         seen["owner"] = json.loads(path.read_text())
         return {"status": "done", "wall_seconds": 1.0, "run_id": p.run.id, "seed": p.seed}
 
-    monkeypatch.setattr("seps.runner.execute", fake_execute)
+    monkeypatch.setattr("seps.runs.runner.execute", fake_execute)
     run_group(group, results, reuse=False, say=lambda line: None)
     status, owner = seen["status"], seen["owner"]
     assert status.matrices[0].counts["running"] == 1
@@ -306,7 +306,7 @@ def test_fields_after_a_long_history_are_read_from_the_ends_and_equal_a_whole_re
     assert long.stat().st_size > 10 * 64 * 1024
     whole = read_record(long)
     with monkeypatch.context() as m:
-        m.setattr("seps.record_fields.read_record", None)  # the pieces must be enough
+        m.setattr("seps.io.record_fields.read_record", None)  # the pieces must be enough
         fields = read_fields(long)
     assert fields == {k: whole[k] for k in fields}
     assert {"status", "train_config", "head_config", "wall_seconds"} <= set(fields)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from seps.store import (
+from seps.io.store import (
     SCHEMA,
     RecordError,
     RunLock,
@@ -80,7 +80,7 @@ def test_atomic_write_leaves_no_temp_file(tmp_path):
 _HOLD = """
 import sys, time
 from pathlib import Path
-from seps.store import RunLock
+from seps.io.store import RunLock
 lock = RunLock(Path(sys.argv[1]))
 assert lock.acquire()
 print("held", flush=True)

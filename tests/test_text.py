@@ -1,4 +1,5 @@
-"""Tests of caption tokenisation (seps.text): offline training, loading, encoding, augmentation."""
+"""Tests of caption tokenisation (seps.data.text): offline training, loading, encoding,
+augmentation."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import torch
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
-from seps.text import (
+from seps.data.text import (
     SPECIAL_TOKENS,
     augment_caption_ids,
     encode_captions,
@@ -195,7 +196,7 @@ def test_trained_tokenizer_is_identical_across_four_trainings_in_one_process() -
 
 _HASH_SCRIPT = """
 import json, sys
-from seps.text import tokenizer_hash, train_wordpiece_tokenizer
+from seps.data.text import tokenizer_hash, train_wordpiece_tokenizer
 captions = json.loads(open(sys.argv[1], encoding="utf-8").read())
 print(tokenizer_hash(train_wordpiece_tokenizer(captions, vocab_size=80)))
 """

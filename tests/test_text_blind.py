@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from report_records import _add_run, _record, _section, _table_after, _write
 
-from seps.ablations import load_matrix
-from seps.metrics import recall_at_k
+from seps.core.metrics import recall_at_k
+from seps.experiments.definitions import load_matrix
 from seps.report import load_results, plot_delta, summarise, write_report
 from seps.report.blind import BLIND, text_blind_reason
 from seps.report.compare import compare, family_of

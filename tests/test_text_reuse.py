@@ -1,5 +1,5 @@
 """Text-only work reused across head calls on the same texts (SEPSHead.reusing_texts,
-seps.chunking.TextReuse): the evaluation's similarities stay the same to the bit."""
+seps.core.chunking.TextReuse): the evaluation's similarities stay the same to the bit."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from switch_flips import random_inputs, single_flips
 
-from seps.chunking import TextReuse
-from seps.config import get_config
-from seps.evaluate import DENSE_SOURCES, similarity_matrix
-from seps.head import SEPSHead
+from seps.core.chunking import TextReuse
+from seps.core.config import get_config
+from seps.core.evaluate import DENSE_SOURCES, similarity_matrix
+from seps.core.head import SEPSHead
 
 C = 32
 

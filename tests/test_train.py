@@ -62,7 +62,7 @@ def test_frozen_protocol_trains_only_projections_and_head(synth, tmp_path):
     assert result["trainable_parameters"] < result["parameters"]
     state = load_run_checkpoint(tmp_path / "frozen" / "checkpoint_last.safetensors")["model"]
     # Rebuild the untrained model with the same seed: the backbone must be unchanged.
-    from seps.model import ModelSpec, build_model
+    from seps.model.seps_model import ModelSpec, build_model
     from seps.train import seed_everything
 
     seed_everything(cfg.seed)
@@ -73,7 +73,7 @@ def test_frozen_protocol_trains_only_projections_and_head(synth, tmp_path):
 
 
 def test_partial_protocol_freezes_first_blocks(synth, tmp_path):
-    from seps.model import ModelSpec, build_model, freeze_first_layers
+    from seps.model.seps_model import ModelSpec, build_model, freeze_first_layers
 
     model = build_model(ModelSpec(image_size=32, vocab_size=100), HEAD)
     n = freeze_first_layers(model.img_enc.visual_encoder, 1)
@@ -180,10 +180,10 @@ def test_cli_train_then_eval_each_dense_source(synth, tmp_path, capsys):
 def test_cli_eval_official_checkpoint(synth, tmp_path, capsys):
     from argparse import Namespace
 
-    from seps.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
-    from seps.head import SEPSHead
-    from seps.official import export_state_dict
-    from seps.text import load_tokenizer
+    from seps.core.head import SEPSHead
+    from seps.data.text import load_tokenizer
+    from seps.model.encoders import ImageEncoder, TextEncoder, tiny_bert_config, tiny_vision_config
+    from seps.train.official import export_state_dict
 
     tok = load_tokenizer(
         None, captions=(synth / "train_caps.txt").read_text().splitlines(), vocab_size=200
@@ -305,7 +305,7 @@ def test_checkpoint_carries_its_tokenizer_and_eval_uses_it(synth, tmp_path, monk
     import shutil
 
     import seps.train.data as train_data
-    from seps.text import tokenizer_from_json, tokenizer_hash
+    from seps.data.text import tokenizer_from_json, tokenizer_hash
 
     out = tmp_path / "run"
     result = train(tiny(synth, out, epochs=1, val_images=0), HEAD)

@@ -10,14 +10,14 @@ from ablation_roots import make_ablation_root
 from test_runner import PROFILE, _run
 
 import seps.train
-from seps.ablations import load_matrix, load_profile
-from seps.float_path import FLOAT_PATHS
-from seps.provenance import bits_key
-from seps.run_plan import dry_run_text
-from seps.runner import plan, read_record
-from seps.store import SCHEMA
-from seps.twins import COPIED_FROM, LABELS, copy_record, find_twin
-from seps.version import VERSION_KEY, code_version
+from seps.experiments.definitions import load_matrix, load_profile
+from seps.experiments.provenance import bits_key
+from seps.io.store import SCHEMA
+from seps.runs.run_plan import dry_run_text
+from seps.runs.runner import plan, read_record
+from seps.runs.twins import COPIED_FROM, LABELS, copy_record, find_twin
+from seps.runtime.float_path import FLOAT_PATHS
+from seps.versioning.version import VERSION_KEY, code_version
 
 # ``other`` and ``third`` hold the run ``mini`` calls ``code`` under other ids: the same
 # configs, so the same key.

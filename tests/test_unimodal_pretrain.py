@@ -9,10 +9,10 @@ from safetensors.torch import load_file
 from tiny_recipe import make_tiny_recipe
 
 from seps.data.scenes import COLOURS, SHAPES, SIZES, sample_scene
-from seps.provenance import pretrain_fingerprint
+from seps.experiments.provenance import pretrain_fingerprint
 from seps.train import pretrain
+from seps.train.config import TrainConfig
 from seps.train.unimodal import N_CLASSES, VisionProbe, patch_cells, scene_targets
-from seps.train_config import TrainConfig
 
 
 def test_scene_targets_name_each_cells_object_and_zero_for_empty_cells():

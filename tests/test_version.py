@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import seps
-import seps.version
-from seps.code_closure import data_files, module_closure, modules
-from seps.version import (
+import seps.versioning.version
+from seps.versioning.code_closure import data_files, module_closure, modules
+from seps.versioning.version import (
     ENTRY_MODULES,
     EXCLUDED_MODULES,
     behaviour_hash,
@@ -81,9 +81,15 @@ def test_code_version_is_16_hex_digits_computed_once(tmp_path, monkeypatch):
     # tree, since this checkout may be edited while the tests run).
     root = _tree(
         tmp_path,
-        {**BASE, "baselines.py": b"", "train/evaluation.py": b"", "train/pretrain.py": b""},
+        {
+            **BASE,
+            "data/__init__.py": b"",
+            "data/baselines.py": b"",
+            "train/evaluation.py": b"",
+            "train/pretrain.py": b"",
+        },
     )
-    monkeypatch.setattr(seps.version, "_PACKAGE_ROOT", root)
+    monkeypatch.setattr(seps.versioning.version, "_PACKAGE_ROOT", root)
     assert code_version.__wrapped__() == behaviour_hash(root)
 
 
@@ -210,26 +216,25 @@ def test_line_endings_do_not_change_the_version(tmp_path, base):
 def test_the_training_path_covers_the_model_and_leaves_out_orchestration():
     sources, _ = hashed_files(PACKAGE)
     for name in [
-        "seps.head",
-        "seps.losses",
-        "seps.model",
-        "seps.selection",
-        "seps.kernels",
+        "seps.core.head",
+        "seps.core.losses",
+        "seps.model.seps_model",
+        "seps.core.selection",
+        "seps.core.kernels",
         "seps.train.loop",
         "seps.train.evaluation",
         "seps.train.pretrain",
-        "seps.baselines",
+        "seps.data.baselines",
         "seps.data.synth",
-        "seps.train_config",
-        "seps.metrics",
+        "seps.train.config",
+        "seps.core.metrics",
     ]:
         assert name in sources, name
     orchestration = [
         n
         for n in sources
         if n.split(".")[1:2]
-        and n.split(".")[1]
-        in ("cli", "report", "bench", "runner", "ablations", "provenance", "stats")
+        and n.split(".")[1] in ("cli", "report", "bench", "runs", "experiments", "stats")
     ]
     assert orchestration == []
     assert not set(sources) & set(EXCLUDED_MODULES)
@@ -308,22 +313,29 @@ def test_every_hashed_data_file_ships_in_the_wheel():
 
 #: What the runner runs that the version leaves out, and why that cannot change a number.
 RUNNER_ONLY = {
-    "seps.runner": "plans, orders and stores runs",
-    "seps.ray_backend": "hands the runner's own group function to Ray workers; computes nothing",
-    "seps.ablations": "resolves matrices into configs; their content is in each run key",
-    "seps.ablation_index": "where ablations/ is, matrix names and profile summaries for --help",
-    "seps.data_fingerprint": "run keys of official-layout data",
-    "seps.prebuild": "builds the pretraining (hashed) before a run",
-    "seps.provenance": "stamps the CPU and pretrained weights on a record: facts",
-    "seps.machine_load": "the load average while a run was timed: a fact",
-    "seps.staleness": "run / skip / stale decisions on stored records",
-    "seps.twins": "copies a record of the same key, seed and version",
-    "seps.formatting": "number formats for messages",
-    "seps.store": "excluded: atomic writes and locks",
-    "seps.faults": "excluded: kill points that only tests arm",
-    "seps.float_path": "excluded: a machine setting each record stamps",
-    "seps.version": "excluded: this hash",
-    "seps.code_closure": "what this hash reads",
+    "seps.runs.runner": "plans, orders and stores runs",
+    "seps.runs.ray_backend": "hands the runner's group function to Ray workers; computes nothing",
+    "seps.experiments.definitions": "resolves matrices into configs, whose content is in each key",
+    "seps.experiments.ablation_index": "where ablations/ is; matrix and profile names for --help",
+    "seps.versioning.data_fingerprint": "run keys of official-layout data",
+    "seps.runs.prebuild": "builds the pretraining (hashed) before a run",
+    "seps.experiments.provenance": "stamps the CPU and pretrained weights on a record: facts",
+    "seps.runtime.machine_load": "the load average while a run was timed: a fact",
+    "seps.experiments.staleness": "run / skip / stale decisions on stored records",
+    "seps.runs.twins": "copies a record of the same key, seed and version",
+    "seps.io.formatting": "number formats for messages",
+    "seps.io.store": "excluded: atomic writes and locks",
+    "seps.runtime.faults": "excluded: kill points that only tests arm",
+    "seps.runtime.float_path": "excluded: a machine setting each record stamps",
+    "seps.versioning.version": "excluded: this hash",
+    "seps.versioning.code_closure": "what this hash reads",
+    "seps.train.hooks_log": "excluded: the progress bar and a line per epoch",
+    "seps.runs": "a package docstring",
+    "seps.experiments": "a package docstring",
+    "seps.versioning": "a package docstring",
+    "seps.runs.data_checks": "refuses unusable data before training; stores nothing",
+    "seps.experiments.definition_checks": "checks definition files before anything trains",
+    "seps.train.hooks_tensorboard": "excluded: event files of values the loop computed",
 }
 
 
@@ -332,7 +344,7 @@ def test_what_the_runner_runs_outside_the_version_is_known_not_to_change_numbers
     # not import, would escape the version: import it from the training path instead,
     # or, if it provably cannot change a stored number, add it here saying why.
     sources, _ = hashed_files(PACKAGE)
-    outside = set(module_closure(PACKAGE, ["seps.runner"])) - set(sources)
+    outside = set(module_closure(PACKAGE, ["seps.runs.runner"])) - set(sources)
     assert outside - set(RUNNER_ONLY) == set()
 
 
@@ -342,7 +354,7 @@ def test_on_a_copy_of_this_package_prose_edits_keep_the_version_and_code_edits_d
     copy = tmp_path / "seps"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     base = behaviour_hash(copy)
-    losses = copy / "losses.py"
+    losses = copy / "core" / "losses.py"
     text = losses.read_text()
     losses.write_text(
         text.replace("#: Distance clamp", "#: The distance clamp", 1).replace(

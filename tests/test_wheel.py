@@ -35,8 +35,9 @@ def installed(tmp_path_factory) -> dict:
     src = tmp / "src"
     src.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(REPO / "seps", src / "seps", ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("seps", "ablations", "benchmarks"):
+        shutil.copytree(REPO / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SEPS_ABLATIONS")}
     pip = [sys.executable, "-m", "pip"]
@@ -57,31 +58,83 @@ def installed(tmp_path_factory) -> dict:
     assert r.returncode == 0, r.stderr
     work = tmp / "empty"
     work.mkdir()
-    return {"wheel": wheel, "venv": venv, "python": python, "work": work, "env": env}
+    return {
+        "wheel": wheel, "venv": venv, "python": python, "work": work, "env": env, "site": site
+    }  # fmt: skip
 
 
 @pytest.mark.slow
 def test_wheel_holds_the_definitions_data_and_benchmark_suites(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     expected = (
-        "seps/definitions/differences.yaml",
-        "seps/definitions/profiles.yaml",
-        "seps/definitions/claims.yaml",
-        "seps/definitions/paper_figures.yaml",
-        "seps/definitions/matrices/seven-differences.yaml",
+        "seps/_ablations/differences.yaml",
+        "seps/_ablations/profiles.yaml",
+        "seps/_ablations/claims.yaml",
+        "seps/_ablations/paper_figures.yaml",
+        "seps/_ablations/sequential.yaml",
+        "seps/_ablations/matrices/seven-differences.yaml",
+        "seps/_ablations/campaigns/standard.yaml",
         "seps/data/f30k_lengths.json",
-        "seps/bench/suites/test_bench_head.py",
+        "seps/_benchmarks/test_bench_head.py",
     )
     for name in expected:
         assert name in names, name
+    # One source of truth: the checkout's top-level folders, no second copy in seps/.
+    assert not (REPO / "seps" / "_ablations").exists()
+    assert not (REPO / "seps" / "definitions").exists()
+
+
+def test_a_checkout_finds_the_top_level_definitions_and_suites():
+    from seps.experiments.ablation_index import packaged_root, shipped
+
+    assert packaged_root() == REPO / "ablations"
+    assert shipped("benchmarks") == REPO / "benchmarks"
+    assert (shipped("benchmarks") / "test_bench_head.py").is_file()
+
+
+#: Extras a plain `pip install seps-bench` does not bring, made unimportable in the
+#: installed environment (the outer interpreter that lends it its packages has them).
+_EXTRAS = ("tensorboard", "ray", "pytest_benchmark")
+#: A .pth line (run at start-up) that makes :data:`_EXTRAS` unimportable.
+_BLOCKER = (
+    "import sys, importlib.abc; "
+    "B = type('B', (importlib.abc.MetaPathFinder,), {'find_spec': lambda self, name, *a: "
+    "(_ for _ in ()).throw(ModuleNotFoundError(name=name.split('.')[0])) "
+    f"if name.split('.')[0] in {_EXTRAS!r} else None}}); sys.meta_path.insert(0, B())\n"
+)
+
+
+@pytest.mark.slow
+def test_a_plain_install_without_extras_answers_help_and_plans_a_matrix(installed):
+    pth = Path(installed["site"]) / "zz_no_extras.pth"
+    pth.write_text(_BLOCKER)
+    try:
+        bench = installed["venv"] / "bin" / "seps-bench"
+        work, env = installed["work"], installed["env"]
+        probe = _sh(installed["python"], "-c", "import tensorboard", cwd=work, env=env)
+        assert probe.returncode != 0, "the extras are still importable"
+        r = _sh(bench, "--help", cwd=work, env=env)
+        assert r.returncode == 0 and "run" in r.stdout, r.stderr
+        r = _sh(bench, "run", "seven-differences", "--profile", "smoke", "--dry-run",
+                cwd=work, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert "to do" in r.stdout
+        # A command that needs an extra says which, in one line.
+        r = _sh(bench, "run", "seven-differences", "--profile", "smoke", "--backend", "ray",
+                "--only", "code", "--no-progress", "--results", "r", cwd=work, env=env)  # fmt: skip
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "ray" in r.stderr.lower() and "pip install 'seps-bench[ray]'" in r.stderr
+    finally:
+        pth.unlink()
 
 
 @pytest.mark.slow
 def test_installed_wheel_imports_itself_with_the_checkouts_code_version(installed):
-    from seps.version import code_version
+    from seps.versioning.version import code_version
 
     probe = (
-        "import seps; from seps.version import code_version; "
+        "import seps; from seps.versioning.version import code_version; "
         "print(seps.__file__); print(code_version())"
     )
     r = _sh(installed["python"], "-c", probe, cwd=installed["work"], env=installed["env"])

@@ -8,10 +8,10 @@ One concept per module, imported one way (each only from the ones below it):
 - :mod:`~seps.bench.stages`: the head's stages (which function is which) and their time;
 - :mod:`~seps.bench.settings`: :class:`BenchSettings`, full and quick;
 - :mod:`~seps.bench.cases`: the benchmarked calls (TopK, HRPA, whole head in evaluation
-  and training), per implementation of :data:`seps.kernels.IMPLEMENTATIONS`;
+  and training), per implementation of :data:`seps.core.kernels.IMPLEMENTATIONS`;
 - :mod:`~seps.bench.timing`: timing (best of N, alternating, interleaved) and peak memory;
 - :mod:`~seps.bench.workloads`: geometries, caption lengths, inputs, heads, configs and
-  the single-difference variants (read from ``seps/definitions/differences.yaml``).
+  the single-difference variants (read from ``ablations/differences.yaml``).
 
 The ``bench`` subcommand is :mod:`seps.cli.bench`. The workloads are shared with
 ``suites/``, the pytest-benchmark suites.

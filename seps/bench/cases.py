@@ -7,7 +7,7 @@
 - :func:`hrpa_fn`: the HRPA kernel (patch-word matrix, maxima, HRPA terms, from given
   alignment tokens).
 
-The kernels per implementation are those of :data:`seps.kernels.IMPLEMENTATIONS`.
+The kernels per implementation are those of :data:`seps.core.kernels.IMPLEMENTATIONS`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import keep_count
-from ..head import SEPSHead, has_cls_token
-from ..kernels import get_kernel
-from ..reference import hrpa_for_text, select_for_text
-from ..selection import l2n
+from ..core.config import keep_count
+from ..core.head import SEPSHead, has_cls_token
+from ..core.kernels import get_kernel
+from ..core.reference import hrpa_for_text, select_for_text
+from ..core.selection import l2n
 
 
 def eval_fn(head: SEPSHead, inputs: list[Tensor]) -> Callable[[], Tensor]:

@@ -31,8 +31,8 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..config import SEPSConfig, keep_count
-from ..head import SEPSHead
+from ..core.config import SEPSConfig, keep_count
+from ..core.head import SEPSHead
 from .stages import PER_IMAGE_STAGES, STAGES, instrument
 
 
@@ -120,7 +120,7 @@ def spec_min_flops(
     ``s_im``, normalisation), the relevance MLP of eq. (5) (about 100 FLOPs) and the
     min-max/softmax/max passes are left out: they are not products per pair.
 
-    The gram order of :mod:`seps.alignment` reorders these products and needs fewer
+    The gram order of :mod:`seps.core.alignment` reorders these products and needs fewer
     than this for short captions, so the head may count below the minimum.
     """
     n, c, n_c = cfg.num_patches, cfg.embed_size, cfg.num_aggregated

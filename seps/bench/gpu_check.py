@@ -3,7 +3,7 @@
 ``python -m seps.bench.gpu_check STEP --out-dir DIR [--small] [--device D]``; each step
 writes ``DIR/STEP.json``:
 
-- ``kernels``: every implementation of :data:`seps.kernels.IMPLEMENTATIONS` against the
+- ``kernels``: every implementation of :data:`seps.core.kernels.IMPLEMENTATIONS` against the
   ``loop`` baseline on the ViT-224 geometry: time of TopK, HRPA (sparse and dense words)
   and the whole head in evaluation, and whether the head's similarities (and the HRPA
   outputs) equal the loop's within the tests' tolerance (``atol = rtol = 1e-5``);
@@ -12,7 +12,7 @@ writes ``DIR/STEP.json``:
   initialisation (nothing downloaded), synthetic images and real caption lengths,
   under bf16 autocast: median step time and peak CUDA memory;
 - ``eval``: a Flickr30K-size evaluation (1,000 images x 5,000 captions, real caption
-  lengths) of the ``code`` head through :func:`seps.evaluate.similarity_matrix`, in the
+  lengths) of the ``code`` head through :func:`seps.core.evaluate.similarity_matrix`, in the
   fair (``candidate``) and the official (``query``) protocols, and through the head
   directly with a distinct dense caption per text (the latency report's worst case);
 - ``summary``: reads every ``*.json`` above, ``tests.xml`` and ``tests.txt`` (pytest's
@@ -142,7 +142,7 @@ def _kernel_row(
 
 
 def run_kernels(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
-    from ..kernels import IMPLEMENTATIONS, unavailable_reason
+    from ..core.kernels import IMPLEMENTATIONS, unavailable_reason
     from .workloads import bench_config, make_head, make_inputs
 
     geo = "vit224"
@@ -211,18 +211,18 @@ FIRST_LOSS_RTOL = 0.01
 
 
 def _force_block_mode(head: Any, mode: str) -> None:
-    """Make the :class:`seps.head.SEPSHead` ``head`` align as
-    :func:`seps.head_steps.block_mode` ``mode`` says, whatever its device."""
+    """Make the :class:`seps.core.head.SEPSHead` ``head`` align as
+    :func:`seps.core.head_steps.block_mode` ``mode`` says, whatever its device."""
     head._block_mode = lambda n, device: mode
 
 
 def _train_model(preset: str, small: bool, device: str) -> Any:
     from transformers import BertConfig
 
-    from ..config import get_config
-    from ..encoders import ImageEncoder, TextEncoder, build_image_encoder, tiny_bert_config
-    from ..head import SEPSHead
-    from ..model import SEPSModel
+    from ..core.config import get_config
+    from ..core.head import SEPSHead
+    from ..model.encoders import ImageEncoder, TextEncoder, build_image_encoder, tiny_bert_config
+    from ..model.seps_model import SEPSModel
 
     embed = 64 if small else 512
     cfg = get_config(preset, embed_size=embed)
@@ -264,12 +264,12 @@ def train_preset(
     """Warm-up then timed AdamW steps of one preset's whole model under bf16 autocast.
 
     ``blocks``: every alignment unit aligns a block of images per call (what the
-    ``batched`` head does on a GPU, :func:`seps.head_steps.block_mode` ``all``; forced,
+    ``batched`` head does on a GPU, :func:`seps.core.head_steps.block_mode` ``all``; forced,
     so that the CPU run of the check compares two paths too); ``False``: one image per
     call (``none``), the head before blocks reached the GPU (the A/B)."""
-    from ..losses import SEPSLoss
-    from ..model import parameter_groups
-    from ..precision import autocast
+    from ..core.losses import SEPSLoss
+    from ..model.seps_model import parameter_groups
+    from ..runtime.precision import autocast
     from ..train.distributed import TrainStep
 
     b, image_size, max_tokens = sizes["batch"], sizes["image_size"], sizes["max_tokens"]
@@ -385,7 +385,7 @@ def run_train(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- eval
 def run_eval(device: str, small: bool, log: Log, save: Save) -> dict[str, Any]:
-    from ..evaluate import similarity_matrix
+    from ..core.evaluate import similarity_matrix
     from .workloads import bench_config, caption_lengths, make_head
 
     n_img, n_txt = (20, 100) if small else (1000, 5000)

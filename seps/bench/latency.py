@@ -19,8 +19,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..float_path import requested
-from ..store import atomic_write_bytes, atomic_write_text
+from ..io.store import atomic_write_bytes, atomic_write_text
+from ..runtime.float_path import requested
 from .gpu_figures import gpu_lines
 from .sections import (
     FLOP_IMAGES,
@@ -350,7 +350,7 @@ def plot(micro: dict, goal: dict, path: Path | io.BytesIO) -> None:
 
 
 def float_path_line() -> str:
-    """The float path in force and what it means for the numbers (seps.float_path)."""
+    """The float path in force and what it means for the numbers (seps.runtime.float_path)."""
     name = requested()
     if name == "native":
         return (

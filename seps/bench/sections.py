@@ -31,9 +31,9 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..config import SEPSConfig
-from ..head import SEPSHead
-from ..kernels import unavailable_reason
+from ..core.config import SEPSConfig
+from ..core.head import SEPSHead
+from ..core.kernels import unavailable_reason
 from .cases import eval_fn, hrpa_fn, topk_fn, train_fn
 from .floor import product_floor
 from .flops import PER_IMAGE_STAGES, STAGES, pair_flops, spec_min_flops, stage_flops

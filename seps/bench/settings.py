@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..kernels import IMPLEMENTATIONS
+from ..core.kernels import IMPLEMENTATIONS
 from .workloads import GEOMETRIES
 
 #: Implementations that ``--quick`` leaves out unless named in ``--impls``: at the quick

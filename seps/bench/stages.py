@@ -7,10 +7,10 @@ time profile (:func:`stage_seconds`) use it, so they attribute work the same way
 
 - ``image``: ``SEPSHead._image_state`` and ``SEPSHead._gram_rows`` (per-image work);
 - ``selection``: ``SEPSHead._select_block`` (steps 3-5);
-- ``[CLS] column``: :func:`seps.chunking.cls_word_scores`;
+- ``[CLS] column``: :func:`seps.core.chunking.cls_word_scores`;
 - ``alignment``: ``SEPSHead._align_unit`` (steps 6-8 of one alignment unit: the
   aggregation weights, the words of the chunk, the aggregated tokens and the patch-word
-  products of :func:`seps.head_steps.patch_word_scores`), less the HRPA inside it, and
+  products of :func:`seps.core.head_steps.patch_word_scores`), less the HRPA inside it, and
   ``SEPSHead._align_block``, the same for a block of images at once (its
   ``[CLS]`` column and its row and column maxima included);
 - ``HRPA``: ``head.hrpa.reduce`` and ``head.hrpa.from_maxima`` (eq. (5) on the row and
@@ -33,8 +33,8 @@ from unittest import mock
 import torch
 from torch import Tensor
 
-from .. import chunking, head_steps
-from ..head import SEPSHead
+from ..core import chunking, head_steps
+from ..core.head import SEPSHead
 
 #: Stages whose work is done once per image (not per pair).
 PER_IMAGE_STAGES: tuple[str, ...] = ("image",)

@@ -1,7 +1,7 @@
 """What the benchmarks run on: geometries, caption lengths, inputs, heads and configs.
 
 Shared by the latency report (:mod:`seps.bench.latency`) and the pytest-benchmark
-suites in ``seps/bench/suites/``:
+suites in ``benchmarks/``:
 
 - geometries :data:`GEOMETRIES`: ViT-224 (196 patches + [CLS]), ViT-384 (576 +
   [CLS]), Swin-224 (49), Swin-384 (144); Swin uses rho = 0.8, aggr 0.6 (SPEC.md);
@@ -9,7 +9,7 @@ suites in ``seps/bench/suites/``:
   ``../shared/data/f30k/`` when present, else from the stored whitespace-word
   histogram ``seps/data/f30k_lengths.json`` (:func:`caption_lengths`);
 - the single-difference variants of the report (:func:`variants`), read from
-  ``seps/definitions/differences.yaml``.
+  ``ablations/differences.yaml``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..ablations import load_differences
-from ..config import SEPSConfig, get_config
-from ..head import SEPSHead
+from ..core.config import SEPSConfig, get_config
+from ..core.head import SEPSHead
+from ..experiments.definitions import load_differences
 
 #: name -> (spatial patches, has [CLS], sparse_ratio, aggr_ratio)
 GEOMETRIES: dict[str, tuple[int, bool, float, float]] = {
@@ -63,7 +63,7 @@ def variants(root: Path | None = None) -> dict[str, dict[str, Any]]:
     """The single-difference variants of the report: name -> head switches.
 
     The code preset with one documented difference of ``ROOT/differences.yaml``
-    (:func:`seps.ablations.load_differences`; ``root`` as there), or one finding of
+    (:func:`seps.experiments.definitions.load_differences`; ``root`` as there), or one finding of
     :data:`VARIANT_FINDINGS`, set to its paper value, in file order. Training switches
     are left out (they do not change the head); an entry with none of the head's
     switches is no variant. Adding a difference to the YAML adds it here.

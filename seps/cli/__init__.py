@@ -3,11 +3,11 @@
 One module per subcommand, listed by name in :data:`.registry.COMMANDS` and imported only
 when its command runs or its ``--help`` is asked for (so ``seps-bench --help`` does not
 load torch). Each parses its options and dispatches to the library modules
-(:mod:`seps.train`, :mod:`seps.runner`, :mod:`seps.report`, :mod:`seps.bench`, ...), which
+(:mod:`seps.train`, :mod:`seps.runs.runner`, :mod:`seps.report`, :mod:`seps.bench`, ...), which
 never import this package. :mod:`.options` builds ``train``'s flags from the fields of
-:class:`seps.train_config.TrainConfig`, so no default is written twice.
+:class:`seps.train.config.TrainConfig`, so no default is written twice.
 
-:func:`main` pins the CPU float path (:func:`seps.float_path.apply_requested`) before
+:func:`main` pins the CPU float path (:func:`seps.runtime.float_path.apply_requested`) before
 anything imports torch: this package imports nothing that loads it.
 """
 
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
-from ..float_path import ENV_VAR, apply_requested
-from ..interrupts import StopRequested, interrupted_line
+from ..runtime.float_path import ENV_VAR, apply_requested
+from ..runtime.interrupts import StopRequested, interrupted_line
 from .registry import COMMANDS, Command, load
 
 __all__ = ["COMMANDS", "Command", "build_parser", "error_line", "main"]
@@ -128,13 +128,13 @@ def _named_command(argv: Sequence[str]) -> str | None:
 #: Commands that measure speed and write no record: they run on the machine's native
 #: float path unless ``SEPS_FLOAT_PATH`` says otherwise, since the portable pin exists for
 #: records' bits and puts MKL on its SSE2 branch, about 2.8x slower GEMMs on AMD EPYC
-#: (seps.float_path), which would time a slowed BLAS instead of the head.
+#: (seps.runtime.float_path), which would time a slowed BLAS instead of the head.
 NATIVE_COMMANDS = frozenset({"bench"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # First: the float path is pinned through environment variables that torch, MKL,
-    # oneDNN and numpy read once, when they load (seps.float_path). Nothing above imports
+    # oneDNN and numpy read once, when they load (seps.runtime.float_path). Nothing above imports
     # them; the command's module, imported by build_parser, may.
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _named_command(argv)

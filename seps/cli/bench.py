@@ -1,7 +1,7 @@
 """The ``seps-bench bench`` subcommand: options, their value parsers and the run.
 
 Without ``--report`` it runs the pytest-benchmark suites shipped in
-``seps/bench/suites/`` (:data:`seps.bench.suites.SUITES`); with it,
+``benchmarks/`` (:func:`seps.experiments.ablation_index.shipped`); with it,
 the latency report (:func:`seps.bench.latency.run_report`) with the settings of
 :func:`bench_settings`. Listed in :mod:`seps.cli.registry`.
 """
@@ -17,8 +17,8 @@ import torch
 from ..bench.latency import run_report
 from ..bench.settings import QUICK_IMPLS, BenchSettings
 from ..bench.workloads import GEOMETRIES
-from ..devices import check_device
-from ..kernels import IMPLEMENTATIONS
+from ..core.kernels import IMPLEMENTATIONS
+from ..runtime.devices import check_device
 from .options import add_reports_option, deprecated_alias
 
 
@@ -88,7 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Micro-benchmarks of the TopK (patch selection) and HRPA kernels and of the whole head, "
         "per implementation (loop, batched, compiled, triton), and with --report the latency "
         "report reports/latency.md + reports/latency.png. Without --report it runs the "
-        "pytest-benchmark suites shipped in seps/bench/suites/ (like `tox -e bench`)."
+        "pytest-benchmark suites shipped in benchmarks/ (like `tox -e bench`)."
     )
     p.add_argument(
         "--report",
@@ -218,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.report:
         import pytest  # an optional dependency (the "test" extra): only this path needs it
 
-        from ..bench.suites import SUITES
+        from ..experiments.ablation_index import shipped
+
+        SUITES = shipped("benchmarks")
 
         extra = [] if args.json is None else [f"--benchmark-json={args.json}"]
         return int(pytest.main([str(SUITES), "--benchmark-only", "-q", *extra, *args.pytest_args]))

@@ -1,6 +1,7 @@
-"""``seps-bench campaign``: run a campaign's steps (:mod:`seps.campaign`) in order.
+"""``seps-bench campaign``: run a campaign's steps (:mod:`seps.experiments.campaigns`) in order.
 
-Each step is handed to ``seps-bench run`` itself: its arguments (:func:`seps.campaign.step_argv`)
+Each step is handed to ``seps-bench run`` itself: its arguments
+(:func:`seps.experiments.campaigns.step_argv`)
 are parsed by ``run``'s own argument builder and run by ``run``'s own function from the
 command registry, so a step behaves exactly as the same ``seps-bench run`` command line
 (resume, stale records, twins, locks). A failed step is reported in one line and the
@@ -15,8 +16,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..ablation_index import default_root, list_matrices
-from ..campaign import Campaign, list_campaigns, load_campaign, step_argv
+from ..experiments.ablation_index import default_root, list_matrices
+from ..experiments.campaigns import Campaign, list_campaigns, load_campaign, step_argv
 from .options import add_reports_option, add_results_option
 from .registry import load
 
@@ -24,7 +25,7 @@ from .registry import load
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "campaign",
-        help=f"a campaign shipped in seps/campaigns/ ({', '.join(list_campaigns())}) or a "
+        help=f"a campaign shipped in ablations/campaigns/ ({', '.join(list_campaigns())}) or a "
         "path to a campaign YAML file",
     )
     add_results_option(p)
@@ -66,7 +67,7 @@ def _check_steps(campaign: Campaign, root: Path, args: argparse.Namespace) -> No
     """Load what every step's ``seps-bench run`` reads (the profile, each step's matrix
     and its ``--only`` selection, the report's definitions when the campaign writes
     reports); raise the first fault as ``ValueError`` naming the campaign file and step."""
-    from ..ablations import load_matrix, load_profile, select_runs
+    from ..experiments.definitions import load_matrix, load_profile, select_runs
 
     load_profile(campaign.profile, root)
     for i, step in enumerate(campaign.steps):
@@ -90,7 +91,7 @@ def _check_steps(campaign: Campaign, root: Path, args: argparse.Namespace) -> No
         except ValueError as exc:
             raise ValueError(f"{campaign.path}: steps[{i}] ({step.matrix}): {exc}") from None
     if not args.dry_run:
-        from ..store import check_writable
+        from ..io.store import check_writable
 
         check_writable(Path(args.results), "--results")
         if campaign.report:

@@ -13,9 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..evaluate import DENSE_SOURCES
-from ..official import OFFICIAL_TEXT, OFFICIAL_VISION
-from ..train_config import DATASETS, TrainConfig
+from ..core.evaluate import DENSE_SOURCES
+from ..train.config import DATASETS, TrainConfig
+from ..train.official_backbones import OFFICIAL_TEXT, OFFICIAL_VISION
 from .train import summary
 
 
@@ -83,13 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, Any, Any, Path]:
     """Config, model, tokenizer and data folder for ``seps-bench eval``."""
-    from ..config import SEPSConfig
-    from ..devices import check_device
-    from ..model import ModelSpec, build_model
-    from ..official import OFFICIAL_EVAL_MAX_WORDS, load_checkpoint, load_official_tokenizer
-    from ..prebuild import check_dataset
+    from ..core.config import SEPSConfig
+    from ..model.seps_model import ModelSpec, build_model
+    from ..runs.prebuild import check_dataset
+    from ..runtime.devices import check_device
     from ..train.checkpoints import checkpoint_tokenizer, load_run_checkpoint
     from ..train.data import build_tokenizer, prepare_data_dir
+    from ..train.official import load_checkpoint
+    from ..train.official_backbones import OFFICIAL_EVAL_MAX_WORDS, load_official_tokenizer
 
     check_device(args.device)
     common = dict(
@@ -136,7 +137,7 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, Any, Any, Path]:
     cfg = TrainConfig(**tc)
     model = build_model(ModelSpec(**ckpt["model_spec"]), SEPSConfig(**ckpt["seps_config"]))
     model.load_state_dict(ckpt["model"])
-    check_dataset(cfg)  # a generated set damaged on disk is made again (seps.derived)
+    check_dataset(cfg)  # a generated set damaged on disk is made again (seps.io.derived)
     data_dir = prepare_data_dir(cfg)
     tokenizer = checkpoint_tokenizer(ckpt, Path(args.checkpoint))
     if tokenizer is None:  # an older checkpoint: rebuild it from the training captions
@@ -150,10 +151,10 @@ def _eval_setup(args: argparse.Namespace) -> tuple[TrainConfig, Any, Any, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..devices import resolve_device
-    from ..float_path import check_in_force
-    from ..model import ModelSpec
-    from ..store import atomic_write_json
+    from ..io.store import atomic_write_json
+    from ..model.seps_model import ModelSpec
+    from ..runtime.devices import resolve_device
+    from ..runtime.float_path import check_in_force
     from ..train.data import load, split_tensors
     from ..train.evaluation import evaluate_model
     from ..train.features import cached_features

@@ -1,5 +1,5 @@
 """``seps-bench export [MATRIX ...]``: the stored run records as one CSV or JSON-lines table
-(:mod:`seps.export`), to a file or to standard output."""
+(:mod:`seps.runs.export`), to a file or to standard output."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .options import add_results_option
 
-FORMATS = ("csv", "jsonl")  # seps.export.EXPORT_FORMATS, kept here so --help imports no pandas
+FORMATS = ("csv", "jsonl")  # seps.runs.export.EXPORT_FORMATS, kept here so --help imports no pandas
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export import export_table, render_export
-    from ..store import atomic_write_text
+    from ..io.store import atomic_write_text
+    from ..runs.export import export_table, render_export
 
     if not Path(args.results).is_dir():
         raise ValueError(f"--results: {args.results}: not a folder; expected a result store")

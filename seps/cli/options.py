@@ -2,7 +2,7 @@
 
 :func:`add_config_flags` makes one flag per field of a config dataclass from the field
 itself (name, type, default) and its metadata (help, choices, flag name; see
-:func:`seps.train_config.doc`), and :func:`config_values` reads them back, so a default
+:func:`seps.train.config.doc`), and :func:`config_values` reads them back, so a default
 lives in one place: the dataclass.
 """
 
@@ -82,7 +82,7 @@ def deprecated_alias(parser: argparse.ArgumentParser, old: str, new: str, **kw: 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, names: list[str]) -> None:
     """One option per field ``names`` of ``cls``, in that order. A boolean field is a
     switch: ``--X`` sets it when its default is False, ``--no-X`` clears it when True."""
-    from ..train_config import field_kind  # loads torch: only commands that use it pay
+    from ..train.config import field_kind  # loads torch: only commands that use it pay
 
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for name in names:
@@ -130,7 +130,9 @@ def seed_list(text: str) -> list[int]:
         ) from None
     if not seeds:
         raise argparse.ArgumentTypeError("expected at least one seed, e.g. 0 or 0,1,2")
-    from ..ablations import seeds_problem  # here: only a given --seeds pays its import
+    from ..experiments.definitions import (
+        seeds_problem,  # here: only a given --seeds pays its import
+    )
 
     problem = seeds_problem(seeds)
     if problem:
@@ -141,14 +143,14 @@ def seed_list(text: str) -> list[int]:
 def head_and_train_sets(sets: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``--set`` values as ``(head switches, train config fields)``: each is
     ``head.FIELD=VALUE`` or ``train.FIELD=VALUE``, as for ``seps-bench run``
-    (:func:`seps.overrides.parse_set`). A later setting of the same field wins.
+    (:func:`seps.experiments.overrides.parse_set`). A later setting of the same field wins.
 
     Raises:
         ValueError: one line naming the ``--set`` and what was expected (a bare
             ``FIELD=VALUE``, the form ``train`` took before, included).
     """
-    from ..config import parse_override
-    from ..overrides import SetError, parse_set
+    from ..core.config import parse_override
+    from ..experiments.overrides import SetError, parse_set
 
     head: dict[str, Any] = {}
     train: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate, tabulate_formats
 
-from ..config import FIELD_HELP, PRESETS, SEPSConfig, get_config
+from ..core.config import FIELD_HELP, PRESETS, SEPSConfig, get_config
 from .options import head_and_train_sets
 
 

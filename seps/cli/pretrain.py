@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
-    from ..float_path import check_in_force
-    from ..prebuild import build_checked
+    from ..runs.prebuild import build_checked
+    from ..runtime.float_path import check_in_force
     from ..train.pretrain import RECIPES, is_complete, pretrained_dir, recipe
 
     if args.recipe is None:

@@ -1,5 +1,5 @@
 """``seps-bench ratio-scale``: ratio-loss weights that equalise the criteria's initial
-gradient norms (:mod:`seps.ratio_scale`), for the loss study's ``normalised`` runs."""
+gradient norms (:mod:`seps.runs.ratio_scale`), for the loss study's ``normalised`` runs."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import os
 
 import pandas as pd
 
-from ..ablations import RunSpec, load_profile, resolve
-from ..config import CHOICES
-from ..ratio_scale import (
+from ..core.config import CHOICES
+from ..experiments.definitions import RunSpec, load_profile, resolve
+from ..runs.ratio_scale import (
     CRITERIA,
     FORMS,
     REFERENCE,
@@ -96,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..definition_checks import seeds_problem
+    from ..experiments.definition_checks import seeds_problem
 
     profile = load_profile(args.profile)
     # Before anything is built or computed: values no probe can use.
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     )
     cfg, head = resolve(spec, profile, args.seed)
     if cfg.protocol == "frozen":  # the runner's cache, so the probe sees the run's features
-        from ..runner import feature_cache_dir
+        from ..runs.runner import feature_cache_dir
 
         cfg = dataclasses.replace(cfg, cache_dir=str(feature_cache_dir(args.results)))
     criteria = (REFERENCE, *[c for c in args.criteria if c != REFERENCE])

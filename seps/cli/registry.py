@@ -81,7 +81,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "scorecard": Command(
         "seps.cli.scorecard",
-        "write reports/README.md: every claim of seps/definitions/claims.yaml with its measured "
+        "write reports/README.md: every claim of ablations/claims.yaml with its measured "
         "effect and verdict, from stored results (never trains)",
     ),
     "same-bits": Command(

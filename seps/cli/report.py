@@ -2,7 +2,7 @@
 
 Kept apart from the report code so that all of the command line (arguments, messages,
 exit status) of reports is in this one file. Records at another code version than this
-code's (:func:`seps.version.code_version`), or at several, are refused in one line
+code's (:func:`seps.versioning.version.code_version`), or at several, are refused in one line
 unless ``--allow-mixed-versions``.
 """
 
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "matrices",
         nargs="*",
         metavar="MATRIX",
-        help="matrix names (seps/definitions/matrices/<name>.yaml) or matrix files; default: every "
+        help="matrix names (ablations/matrices/<name>.yaml) or matrix files; default: every "
         "matrix that has records under --results",
     )
     add_results_option(p, "to read")
@@ -38,17 +38,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ablations",
         help="ablation definitions folder with matrices/, differences.yaml and "
         "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations when present, else the "
-        "package's seps/definitions/)",
+        "package's ablations/)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
-    from ..ablations import default_root, load_matrix
+    from ..experiments.definitions import default_root, load_matrix
+    from ..io.store import scan_records
     from ..report.records import matrices_with_records
     from ..report.render import write_report
-    from ..store import scan_records
-    from ..version import code_version
+    from ..versioning.version import code_version
 
     root = Path(args.ablations) if args.ablations else default_root()
     if os.path.lexists(args.results) and not Path(args.results).is_dir():

@@ -1,6 +1,6 @@
 """``seps-bench run``: run a named ablation matrix into the result store, then report.
 
-Only :mod:`seps.ablation_index` (matrix and profile names for the help) is imported at
+Only :mod:`seps.experiments.ablation_index` (matrix and profile names for the help) is imported at
 the top: ``run --help`` must not load torch (:mod:`seps.cli.registry`). The runner and
 what it needs are imported by :func:`run`.
 """
@@ -13,21 +13,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..ablation_index import default_root, list_matrices, profile_summaries
-from ..version import code_version  # light (no torch); tests replace it here
+from ..experiments.ablation_index import default_root, list_matrices, profile_summaries
+from ..versioning.version import code_version  # light (no torch); tests replace it here
 from .options import add_reports_option, add_results_option, seed_list
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "matrix",
-        help="a matrix name in seps/definitions/matrices/ "
+        help="a matrix name in ablations/matrices/ "
         f"({', '.join(list_matrices())}) or a path to a matrix YAML file",
     )
     p.add_argument(
         "--profile",
         default="smoke",
-        help="run size, a profile of seps/definitions/profiles.yaml ("
+        help="run size, a profile of ablations/profiles.yaml ("
         + "; ".join(f"{k}: {v}" for k, v in profile_summaries().items())
         + "); default smoke",
     )
@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ablations",
         help="ablation definitions folder (default: $SEPS_ABLATIONS, else ./ablations when "
-        "present, else the definitions shipped in the package, seps/definitions/)",
+        "present, else the definitions shipped in the package, ablations/)",
     )
     p.add_argument(
         "--allow-mixed-versions",
@@ -163,12 +163,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _until_decided(
     args: argparse.Namespace, matrix: Any, profile: Any, root: Path, results: Path
 ) -> int:
-    """``--until-decided``: :func:`seps.until_decided.run_until_decided` with this
+    """``--until-decided``: :func:`seps.runs.until_decided.run_until_decided` with this
     command's runner."""
-    from ..provenance import cpu_identity
-    from ..runner import run_matrix
-    from ..store import check_writable
-    from ..until_decided import run_until_decided
+    from ..experiments.provenance import cpu_identity
+    from ..io.store import check_writable
+    from ..runs.runner import run_matrix
+    from ..runs.until_decided import run_until_decided
 
     for flag, value in (("--seeds", args.seeds), ("--only", args.only)):
         if value is not None:
@@ -219,13 +219,13 @@ def _until_decided(
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..ablations import load_matrix, load_profile
-    from ..devices import check_device
-    from ..float_path import requested
-    from ..overrides import apply_sets, shadowed_sets
-    from ..run_plan import dry_run_text
-    from ..runner import check_data_dirs, plan, run_matrix
-    from ..store import check_writable
+    from ..experiments.definitions import load_matrix, load_profile
+    from ..experiments.overrides import apply_sets, shadowed_sets
+    from ..io.store import check_writable
+    from ..runs.run_plan import dry_run_text
+    from ..runs.runner import check_data_dirs, plan, run_matrix
+    from ..runtime.devices import check_device
+    from ..runtime.float_path import requested
 
     root = Path(args.ablations) if args.ablations else default_root()
     requested()  # an unknown SEPS_FLOAT_PATH is refused by --dry-run too, as by a run

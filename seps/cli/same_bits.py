@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from ..formatting import fmt_n
+from ..io.formatting import fmt_n
 
 if TYPE_CHECKING:
     from ..report.same_bits import Pair

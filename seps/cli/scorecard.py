@@ -1,8 +1,8 @@
 """The ``seps-bench scorecard`` subcommand (listed in :mod:`seps.cli.registry`).
 
-Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``seps/definitions/claims.yaml``
+Writes the claims scorecard (:mod:`seps.report.scorecard`) from ``ablations/claims.yaml``
 and the stored run records; never trains. Records at another code version than this
-code's (:func:`seps.version.code_version`), or at several, are refused in one line
+code's (:func:`seps.versioning.version.code_version`), or at several, are refused in one line
 unless ``--allow-mixed-versions``. Kept apart from the report code so that all of
 the command line of the scorecard (arguments, messages, exit status) is in this file.
 """
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ablations",
         help="ablation definitions folder with claims.yaml, matrices/, differences.yaml and "
         "paper_figures.yaml (default: $SEPS_ABLATIONS, else ./ablations when present, else the "
-        "package's seps/definitions/)",
+        "package's ablations/)",
     )
     p.add_argument(
         "--readme",
@@ -52,11 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
-    from ..ablations import default_root
+    from ..experiments.definitions import default_root
+    from ..io.store import scan_records
     from ..report.headline import write_headline
     from ..report.scorecard import write_scorecard
-    from ..store import scan_records
-    from ..version import code_version
+    from ..versioning.version import code_version
 
     root = Path(args.ablations) if args.ablations else default_root()
     results = Path(args.results)

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..ablation_index import default_root
+from ..experiments.ablation_index import default_root
 from .options import add_results_option
 
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..report.sequential import analyse, analysis_log, load_designs
     from ..report.sequential_section import counts_line, decision_phrase, interval_text
-    from ..until_decided import log_path, write_log
+    from ..runs.until_decided import log_path, write_log
 
     root = Path(args.ablations) if args.ablations else default_root()
     designs = load_designs(root)

@@ -1,5 +1,5 @@
 """``seps-bench status [MATRIX ...]``: what a result store holds and lacks, per matrix at
-one profile (:mod:`seps.store_status`). Reads only; never trains, writes or locks.
+one profile (:mod:`seps.runs.status`). Reads only; never trains, writes or locks.
 
 Only the definitions' folder helpers are imported at the top (``status --help`` lists the
 matrices); the store is read by :func:`run`. Neither loads torch.
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..ablation_index import default_root, list_matrices, profile_summaries
-from ..version import code_version  # light (no torch); tests replace it here
+from ..experiments.ablation_index import default_root, list_matrices, profile_summaries
+from ..versioning.version import code_version  # light (no torch); tests replace it here
 from .options import add_results_option
 
 
@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ablations",
         metavar="DIR",
         help="ablation definitions folder (default: $SEPS_ABLATIONS, else ./ablations when "
-        "present, else the definitions shipped in the package, seps/definitions/)",
+        "present, else the definitions shipped in the package, ablations/)",
     )
     p.add_argument(
         "--json",
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store_status import collect_status, status_json, status_text
+    from ..runs.status import collect_status, status_json, status_text
 
     results = Path(args.results)
     if not results.is_dir():

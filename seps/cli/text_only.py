@@ -1,7 +1,7 @@
 """The ``seps-bench text-only`` subcommand: what the dense captions alone give away.
 
-Dispatches to :func:`seps.lexical.text_only_recalls`, and prints beside it the headroom
-of `seps.oracle` (chance; the scene oracle on a synthetic set); this file holds only the
+Dispatches to :func:`seps.data.lexical.text_only_recalls`, and prints beside it the headroom
+of `seps.data.oracle` (chance; the scene oracle on a synthetic set); this file holds only the
 command line (arguments, output format, exit status).
 """
 
@@ -43,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `--help` must not load torch (seps.cli.registry).
     from ..data.layout import load_split
-    from ..lexical import text_only_recalls
-    from ..oracle import (
+    from ..data.lexical import text_only_recalls
+    from ..data.oracle import (
         chance_recalls,
         expected_recalls,
         oracle_scores,
@@ -81,6 +81,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         "chance: expected recalls of a random ranking; scene oracle (synthetic sets only): "
         "reads each image's true scene, scores the images consistent with the caption by "
-        "1 / their number, expected recalls over random order within ties (seps.oracle)"
+        "1 / their number, expected recalls over random order within ties (seps.data.oracle)"
     )
     return 0

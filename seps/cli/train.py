@@ -14,8 +14,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..config import PRESETS
-from ..train_config import TrainConfig
+from ..core.config import PRESETS
+from ..train.config import TrainConfig
 from .options import add_config_flags, config_values, head_and_train_sets
 
 #: TrainConfig fields that are options of both ``train`` and the shared part, in the
@@ -93,9 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The run's :class:`TrainConfig`; a pretrained ``--text-backbone`` without ``--tokenizer``
-    gets its own tokenizer (:func:`seps.text.resolve_tokenizer`), never one trained on the
+    gets its own tokenizer (:func:`seps.data.text.resolve_tokenizer`), never one trained on the
     captions."""
-    from ..text import resolve_tokenizer
+    from ..data.text import resolve_tokenizer
 
     values = config_values(args, TrainConfig, COMMON_FIELDS + TRAIN_FIELDS)
     values.update(head_and_train_sets(args.set)[1])
@@ -108,7 +108,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def check_pretrain_fits(cfg: TrainConfig) -> None:
     """``--pretrain RECIPE``: the options the recipe fixes must match it, checked here,
-    before :func:`seps.prebuild.prebuild_pretraining` spends hours building the recipe
+    before :func:`seps.runs.prebuild.prebuild_pretraining` spends hours building the recipe
     (the training checks the same fields, too late for that, in
     :func:`seps.train.pretrain.pretrained_parts`; ``seps/train`` is code-versioned, so
     the check is not moved out of it). Raises a ``ValueError`` naming the option."""
@@ -154,23 +154,23 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import get_config
-    from ..devices import check_device
-    from ..float_path import check_in_force
-    from ..prebuild import prebuild_pretraining
+    from ..core.config import get_config
+    from ..runs.prebuild import prebuild_pretraining
+    from ..runtime.devices import check_device
+    from ..runtime.float_path import check_in_force
     from ..train.loop import DivergedError, train
 
     check_device(args.device)
     check_in_force()
     seps_cfg = get_config(args.preset, **head_and_train_sets(args.set)[0])
     cfg = train_config_from_args(args)
-    from ..definition_checks import config_problem
+    from ..experiments.definition_checks import config_problem
 
     problem = config_problem(cfg)  # what TrainConfig accepts but no run can use (lr: inf)
     if problem:
         raise ValueError(problem)
     check_pretrain_fits(cfg)
-    prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.prebuild
+    prebuild_pretraining(cfg, progress=cfg.progress)  # never inside the run: seps.runs.prebuild
     try:
         result = train(cfg, seps_cfg, resume=args.resume, tensorboard=not args.no_tensorboard)
     except DivergedError as exc:

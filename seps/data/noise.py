@@ -7,7 +7,7 @@ evaluations of LLaVA-1.5's detailed COCO descriptions find about 10-15% of the m
 objects absent from the image (CHAIR_i) and about 70% of the annotated objects mentioned
 (object recall), and such descriptions also get colours, sizes and positions wrong. With
 ``dense_noise = p`` in ``(0, 0.5]``, :func:`perturb_scene` turns the (stated) scene of an
-image into the *described* one and picks the wording; `seps.data.captions.dense_caption`
+image into the *described* one and picks the wording; `seps.data.dense_captions.dense_caption`
 then writes it. Per dense caption, in this order (rates in `noise_rates`):
 
 1. **omissions**: each small object is left out with probability ``min(3p, 0.5)``, each
@@ -44,7 +44,7 @@ and 12% of the correctly named objects get a wrong attribute, 12% a wrong cell. 
 omission and attribute rates are above the ``2p`` (small objects only) and ``p / 2`` first
 tried, and misnamed objects, wrong cells and background colours were added: on the
 1,000-image test split of a 10,000-image set, the word-matching text-only baseline of
-`seps.baselines` has rSum 448 on the plain captions; the first model brought it to 378 at
+`seps.data.baselines` has rSum 448 on the plain captions; the first model brought it to 378 at
 ``p = 0.12``, this one brings it to 317 (259 at ``p = 0.2``).
 
 Grammar v2 (``grammar="v2"``, `seps.data.synth`) adds, after all of the above and at
@@ -55,9 +55,9 @@ column only with 0.2 each, and not at all with 0.3 (`V2_POSITION_P`); its size i
 with probability 0.5 (`V2_SIZE_STATED_P`); 0 or 1 relation sentence with probability 0.5
 each (`V2_RELATIONS_P`; v1: two, one from 4 objects on); one more generic sentence keeps
 the length (88.6 words on average at ``p = 0.12``, v1 88.2). Text-only rSum on the
-1,000-image test split of 10,000-image v2 sets (seeds 0 / 1; BM25 = `seps.lexical`,
-vocabulary = `seps.baselines`), against a scene oracle of 570 / 571 and chance 3.2
-(`seps.oracle`):
+1,000-image test split of 10,000-image v2 sets (seeds 0 / 1; BM25 = `seps.data.lexical`,
+vocabulary = `seps.data.baselines`), against a scene oracle of 570 / 571 and chance 3.2
+(`seps.data.oracle`):
 
 ===========  ===========  ===========  ==========================================
 dense_noise  BM25         vocabulary   without the v2 vagueness (BM25 / vocabulary)
@@ -75,7 +75,7 @@ Every random choice comes from the generator passed in (`seps.data.synth` seeds 
 ``(seed, image id, NOISE_STREAM)``, a stream of its own), so a noisy caption is a pure
 function of the scene, ``p`` and the seed, and the noise changes neither the images, nor
 the sparse captions, nor which images carry a whole-caption hallucination. Applied to a
-hallucinated stated scene (`seps.data.captions.hallucinate`), the noise takes the stated
+hallucinated stated scene (`seps.data.dense_captions.hallucinate`), the noise takes the stated
 objects as the real ones: its counts are those of the noise model alone.
 """
 
@@ -88,7 +88,7 @@ from typing import Any
 
 import numpy as np
 
-from .captions import DenseStyle
+from .dense_captions import DenseStyle
 from .scenes import _MIN_CONTRAST, BACKGROUND_COLOURS, COLOURS, SHAPES, SIZES, Obj, Scene
 from .scenes import _contrast as _colour_contrast
 

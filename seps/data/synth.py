@@ -85,14 +85,9 @@ from typing import Any
 
 import numpy as np
 
-from ..store import clean_stale_temps
-from .captions import (
-    CAPTIONS_PER_IMAGE,
-    GRAMMARS,
-    dense_caption,
-    hallucinate,
-    sparse_captions,
-)
+from ..io.store import clean_stale_temps
+from .captions import CAPTIONS_PER_IMAGE, GRAMMARS, sparse_captions
+from .dense_captions import dense_caption, hallucinate
 from .noise import MAX_NOISE, NOISE_STREAM, NoiseCounts, clean_counts, perturb_scene, summarize
 from .scenes import (
     BACKGROUND_COLOURS,

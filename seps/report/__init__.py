@@ -1,13 +1,13 @@
 """Reports regenerated from the result store: ``seps-bench report [MATRIX ...]``.
 
 A report is a pure function of the stored run records (``results/<matrix>/*.json``, schema
-``seps-bench/run/1``, written by :mod:`seps.runner`), the matrix definition and the
-paper's reported figures (``seps/definitions/paper_figures.yaml``). Nothing here trains or
+``seps-bench/run/1``, written by :mod:`seps.runs.runner`), the matrix definition and the
+paper's reported figures (``ablations/paper_figures.yaml``). Nothing here trains or
 evaluates. The same records give a byte-identical ``reports/<matrix>.md`` and the same PNG
 plots: rows follow the matrix's run order, floats have fixed formats, no clock is read,
 and files are written atomically (temp file + ``os.replace``).
 
-Statistics (:mod:`seps.stats`). Per (profile, run) the seeds are independent repetitions:
+Statistics (:mod:`seps.stats.paired`). Per (profile, run) the seeds are independent repetitions:
 the table shows the mean and the 95% confidence half-width ``t(0.975, n-1) * sd /
 sqrt(n)``. A variant is compared with the matrix's baseline *paired by seed* (the same seed
 gives the same data order and initial weights, so the per-seed difference removes most seed
@@ -34,12 +34,12 @@ One module per job, imported one way only (each imports only those below it)::
               -> grid_plots -> paper, records
     loss_study -> compare
     loss_plots -> plots (same_curves)
-    (all of them) -> seps.stats, seps.formatting -> seps.store
+    (all of them) -> seps.stats.paired, seps.io.formatting -> seps.io.store
 
 The ``report`` subcommand is :mod:`seps.cli.report`.
 """
 
-from ..stats import (
+from ..stats.paired import (
     correct,
     holm,
     mean_ci,

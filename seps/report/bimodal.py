@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..formatting import code, fmt
+from ..io.formatting import code, fmt
 from .chance import chance_rsum
 
 #: A seed whose test rSum is at most this many times the chance rSum is broken.
@@ -130,7 +130,7 @@ def split_seeds(
             groups[broken].append(int(seed))
 
     def mean(seeds: list[int], metric: str) -> float:
-        # Like seps.stats.mean_ci: a seed without the value is left out, not NaN.
+        # Like seps.stats.paired.mean_ci: a seed without the value is left out, not NaN.
         values = [v for s in seeds if math.isfinite(v := _number(side[s].get(metric)))]
         return sum(values) / len(values) if values else math.nan
 

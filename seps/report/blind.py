@@ -3,10 +3,10 @@
 A head with ``dense_fusion="dense_only"`` aligns the image with the dense caption alone
 and never reads the sparse caption (SPEC.md, "dense fusion"). Under the fair
 ``candidate`` evaluation protocol the dense caption that enters ``sims[v, t]`` is the one
-of the image ``v`` being scored (:mod:`seps.evaluate`), so ``sims[v, t]`` is a function of
+of the image ``v`` being scored (:mod:`seps.core.evaluate`), so ``sims[v, t]`` is a function of
 ``v`` only: every text ranks the gallery in the same order.
 
-Such a matrix is all ties. :mod:`seps.metrics` counts a tie in favour of the positive
+Such a matrix is all ties. :mod:`seps.core.metrics` counts a tie in favour of the positive
 (the official code's ``argsort`` leaves tied order arbitrary), so image-to-text recall
 comes out at 100% and text-to-image at chance: a number made by the tie rule, not by
 retrieval. A report therefore shows these runs as *text-blind*: their recalls are printed

@@ -33,9 +33,9 @@ from typing import Any
 import pandas as pd
 from scipy.stats import hypergeom
 
-from ..ablations import Matrix
 from ..data.layout import CAPTIONS_PER_IMAGE
-from ..formatting import fmt, is_missing, markdown_table
+from ..experiments.definitions import Matrix
+from ..io.formatting import fmt, is_missing, markdown_table
 
 __all__ = [
     "CHANCE_SDS",

@@ -1,13 +1,13 @@
-"""The claims the scorecard judges: ``seps/definitions/claims.yaml``, read and checked.
+"""The claims the scorecard judges: ``ablations/claims.yaml``, read and checked.
 
 :func:`load_claim_file` returns the claims in file order and the matrices they name
-(:func:`seps.ablations.load_matrix`, so grid and flip/revert run ids are the expanded
+(:func:`seps.experiments.definitions.load_matrix`, so grid and flip/revert run ids are the expanded
 ones). A claim naming a matrix that does not load or a run that is not in every one of
 its matrices is an error, so a claim cannot silently test nothing; the one exception is a
 control (``group: controls``) whose matrix file does not exist yet: it is kept with the
 matrix named in :attr:`Claim.undefined`, and the scorecard's controls section says that
 no control is judged (:mod:`seps.report.controls`). The fields are
-described in the header of ``seps/definitions/claims.yaml``; the scorecard itself is
+described in the header of ``ablations/claims.yaml``; the scorecard itself is
 :mod:`seps.report.scorecard`.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..ablations import Matrix, default_root, load_matrix
-from ..definition_checks import read_yaml_file
+from ..experiments.definition_checks import read_yaml_file
+from ..experiments.definitions import Matrix, default_root, load_matrix
 from .records import DENSE_LABELS
 
 #: The claims file inside an ablation root.
@@ -115,7 +115,7 @@ def _pairs(value: Any, where: str) -> tuple[Pair, ...]:
 
 
 def _matrix_path(name: str, root: Path | None) -> Path:
-    """The file :func:`~seps.ablations.load_matrix` reads for ``name``."""
+    """The file :func:`~seps.experiments.definitions.load_matrix` reads for ``name``."""
     if name.endswith((".yaml", ".yml")):
         return Path(name)
     return (root or default_root()) / "matrices" / f"{name}.yaml"
@@ -248,7 +248,9 @@ def load_claim_file(
     path = Path(path) if path is not None else root / CLAIMS_FILE
     if not path.exists():
         raise ClaimError(f"{path}: claims file not found")
-    doc = read_yaml_file(path, ClaimError)  # one line per fault (seps.definition_checks)
+    doc = read_yaml_file(
+        path, ClaimError
+    )  # one line per fault (seps.experiments.definition_checks)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ClaimError(f"{path}: expected a mapping with a 'claims' list")
     matrices: dict[str, Matrix] = {}

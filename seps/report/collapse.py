@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import fmt, is_missing, markdown_table, pyplot, save_png
+from ..experiments.definitions import Matrix
+from ..io.formatting import fmt, is_missing, markdown_table, pyplot, save_png
 
 #: A final validation rSum more than this fraction below the best epoch's is a collapse.
 COLLAPSE_DROP = 0.10

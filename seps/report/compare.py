@@ -30,8 +30,8 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..formatting import is_missing
-from ..stats import ALPHA, CORRECTIONS, correct, paired_sd, paired_test
+from ..io.formatting import is_missing
+from ..stats.paired import ALPHA, CORRECTIONS, correct, paired_sd, paired_test
 from .blind import text_blind_reason
 from .records import eval_dense_of
 
@@ -160,7 +160,7 @@ def identical_reason(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str
       (``dense_fusion="none"``);
     - only settings that act through training differ and neither run trains anything
       (no trainable parameter, lr 0 or no step);
-    - ``train.eval_permute`` (the negative control of :mod:`seps.controls`): the same
+    - ``train.eval_permute`` (the negative control of :mod:`seps.train.controls`): the same
       pairs scored in another order, mapped back before ranking;
     - ``train.eval_checkpoint`` when both test the same epoch (``evaluated_epoch``): the
       best validation epoch is the last.
@@ -223,7 +223,7 @@ def same_metrics(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 class Comparison:
     """A paired comparison of ``metric``: variant − reference on their common seeds.
 
-    ``mean``/``half``/``p``/``n``: :func:`seps.stats.paired_test` of the per-seed
+    ``mean``/``half``/``p``/``n``: :func:`seps.stats.paired.paired_test` of the per-seed
     differences; ``key``: the record files of the two sides (one test however many
     places show it); ``identical``/``reason``: every variant seed bit-identical to the
     reference on that seed, and why (:func:`identical_reason`, ``None`` when unknown);
@@ -292,7 +292,7 @@ def compare(
 @dataclass(frozen=True)
 class Family:
     """The tests of one report and their corrected p-values (``method`` of
-    :data:`seps.stats.CORRECTIONS`)."""
+    :data:`seps.stats.paired.CORRECTIONS`)."""
 
     method: str
     adjusted: Mapping[Hashable, float]

@@ -1,6 +1,6 @@
 """The controls section: can this instrument see? Stated before any claim.
 
-The controls are the claims of ``group: controls`` in ``seps/definitions/claims.yaml``
+The controls are the claims of ``group: controls`` in ``ablations/claims.yaml``
 (the ``controls`` matrix): checks that the benchmark sees an effect it must see (the
 heads learn, the selection matters, the dense captions matter where they can, a planted
 damage is recovered) and sees none where none can be (a negative control). The scorecard
@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..formatting import DASH, code, fmt, fmt_ci, fmt_n, is_missing, markdown_table
-from ..stats import ALPHA
+from ..io.formatting import DASH, code, fmt, fmt_ci, fmt_n, is_missing, markdown_table
+from ..stats.paired import ALPHA
 from .claims import Claim
 from .compare import Family
 from .summary import p_value_text
@@ -289,7 +289,7 @@ def controls_section(judged: Sequence[tuple[Row, str]], family: Family) -> list[
         *head,
         f"Before any claim, whether this benchmark sees an effect it must see and none "
         f"where none can be: the controls of the {matrices} matrix (`group: {GROUP}` in "
-        "`seps/definitions/claims.yaml`), judged from their records with the scorecard's "
+        "`ablations/claims.yaml`), judged from their records with the scorecard's "
         "paired tests. The two sides' means are over their paired seeds (a stated order's "
         "and a shown run's: mean ± 95% CI over the run's seeds); Δ is variant − baseline, its "
         "interval widened for a Holm correction across the controls' own "

@@ -1,7 +1,7 @@
 """Whether a record was made by its matrix's definition as it stands now.
 
 A record's code version says whether the code that made it is this code
-(:mod:`seps.version`); it does not say whether the matrix and profile files still ask
+(:mod:`seps.versioning.version`); it does not say whether the matrix and profile files still ask
 for the run it holds. When a profile changes (the second-epoch schedule of the profile
 now named `standard`, 2026-11-28) every run of it gets a new key at the same code
 version, and until a run is made again its latest record is one of the old definition. A
@@ -14,7 +14,8 @@ not used.
 Fields the definition does not set (the dataset's folder, ``--set`` of a field nobody
 defines) are not compared: a record made with them is the definition's run on other
 data or with an addition, as the record's own config says. Where/how fields
-(:data:`seps.ablations.NON_SEMANTIC_TRAIN_FIELDS`, ``workers``, ``keep_optimizer``) are
+(:data:`seps.experiments.definitions.NON_SEMANTIC_TRAIN_FIELDS`, ``workers``,
+``keep_optimizer``) are
 never compared. A record whose profile this checkout does not define, or whose key is
 not the key of the configs it stores (written by hand), is kept as it is.
 """
@@ -27,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import (
+from ..core.config import SEPSConfig
+from ..experiments.definitions import (
     NON_SEMANTIC_TRAIN_FIELDS,
     RESULT_NEUTRAL_TRAIN_FIELDS,
     AblationError,
@@ -37,8 +39,7 @@ from ..ablations import (
     load_profile,
     resolve,
 )
-from ..config import SEPSConfig
-from ..train_config import TrainConfig
+from ..train.config import TrainConfig
 
 _NEVER_COMPARED = {*NON_SEMANTIC_TRAIN_FIELDS, *RESULT_NEUTRAL_TRAIN_FIELDS}
 

@@ -15,9 +15,9 @@ tests support, and no more).
 paper's choice, rSum(paper's side) − rSum(code's side), paired by seed: ``code+X −
 code`` for a flip, ``paper − paper-X`` for a revert. A positive Δ in both columns says
 the paper's choice helps in both contexts. The scorecard words its revert rows the same
-way (``seps/definitions/claims.yaml``: baseline ``paper-X``, variant ``paper``).
+way (``ablations/claims.yaml``: baseline ``paper-X``, variant ``paper``).
 
-*Which runs* (the convention of ``{expand: flip | revert}`` in :mod:`seps.ablations`):
+*Which runs* (the convention of ``{expand: flip | revert}`` in :mod:`seps.experiments.definitions`):
 a run with a ``difference`` whose preset is ``code`` holds the paper's value of it (a
 flip from code), one whose preset is ``paper`` holds the code's (a revert); its base is
 the run whose id is its preset's name (``code``, ``paper``). A difference without the base
@@ -26,7 +26,7 @@ run or the variant's records shows ``no record``.
 *Tests*: every cell is a paired t-test and joins the report's correction family; a flip
 is the results table's own test (the same records on both sides: one test, counted
 once), a revert is a new one. The claimed impact is seed 004's, from
-``seps/definitions/differences.yaml`` (or ``paper_figures.yaml``).
+``ablations/differences.yaml`` (or ``paper_figures.yaml``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import load_differences
-from ..formatting import DASH, code, markdown_table, pyplot, save_png
-from ..stats import paired_mark
+from ..experiments.definitions import load_differences
+from ..io.formatting import DASH, code, markdown_table, pyplot, save_png
+from ..stats.paired import paired_mark
 from .compare import Comparison, Family, compare
 from .frozen import frozen_reason, with_frozen
 from .paper import load_claims, load_paper_figures

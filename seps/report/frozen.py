@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..formatting import is_missing
+from ..io.formatting import is_missing
 from .compare import RATIO_LOSS_FIELDS, Comparison, config_difference
 
 __all__ = ["MOVED", "SWITCH_MODULES", "frozen_reason", "with_frozen"]

@@ -13,11 +13,11 @@ Which plot a matrix gets is read off its runs, never its name:
   synthetic runs', ~200, share no scale).
 
 The measured numbers are the report's summary (:func:`seps.report.summary.summarise_current`:
-mean and :func:`seps.stats.mean_ci` half-width per (profile, run)); the reported ones are
+mean and :func:`seps.stats.paired.mean_ci` half-width per (profile, run)); the reported ones are
 :func:`seps.report.paper.paper_reference` of each run, so a run the paper has no figure
 for simply has none here. Each plot function returns the numbers read back from the drawn
 artists (tests check the picture, not the input) and ``{}``, writing no file, when no run
-has a completed seed. PNGs are written by :func:`seps.formatting.save_png` (reproducible
+has a completed seed. PNGs are written by :func:`seps.io.formatting.save_png` (reproducible
 bytes); panels and cells follow sorted axis values, so the same records give the same file.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import fmt, is_missing, pyplot, save_png
+from ..experiments.definitions import Matrix
+from ..io.formatting import fmt, is_missing, pyplot, save_png
 from .paper import paper_decision_note, paper_reference
 from .records import profiles
 from .summary import metric_cell

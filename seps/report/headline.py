@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ablation_index import profile_summaries
-from ..ablations import load_matrix
-from ..formatting import DASH, code, is_missing, markdown_table
-from ..store import atomic_write_text
-from ..version import check_versions
+from ..experiments.ablation_index import profile_summaries
+from ..experiments.definitions import load_matrix
+from ..io.formatting import DASH, code, is_missing, markdown_table
+from ..io.store import atomic_write_text
+from ..versioning.version import check_versions
 from .controls import TITLE as CONTROLS_TITLE
 from .controls import controls_of, state_text
 from .differences import DIRECTIONS, difference_cells, difference_frozen, difference_rows
@@ -135,10 +135,6 @@ def render_headline(h: Headline) -> str:
         ]
     rows = sum(h.counts.values())
     tests = f", {h.tests} of them paired tests" if h.tests is not None else ""
-    meaning = (
-        "`supported`: the claimed sign, detected (`larger than claimed` or `smaller than "
-        "claimed` follows in the scorecard where the interval excludes the claimed size)."
-    )
     if len(h.by_profile) > 1:
         # Several regimes: their verdicts are not one population (a retired profile's
         # "not detected" may be its blindness), so each is counted under its name first.
@@ -157,13 +153,13 @@ def render_headline(h: Headline) -> str:
             "every profile): "
             + "; ".join(parts)
             + (f"; {bare} rows without records: {_summary(_minus(h))}" if bare else "")
-            + f". All rows together: {_summary(h.counts)}. {meaning}",
+            + f". All rows together: {_summary(h.counts)}.",
             "",
         ]
     else:
         lines += [
             f"**Scorecard** ([reports/README.md](reports/README.md)): {h.claims} claims in "
-            f"{rows} rows{tests}: {_summary(h.counts) or 'no rows'}. {meaning}",
+            f"{rows} rows{tests}: {_summary(h.counts) or 'no rows'}.",
             "",
         ]
     where = f"profile `{h.profile}`, " if h.profile else ""
@@ -172,8 +168,7 @@ def render_headline(h: Headline) -> str:
         f"(reports/{DIFFERENCES_MATRIX}.md), {where}fair `candidate` protocol"
         + (f"; {h.decided}" if h.decided else "")
         + "): Δ rSum of adopting the paper's choice, paired by seed, with its repeated "
-        "confidence interval; seeds were added until each row was decided or bounded "
-        "(docs/statistics.md, 'Seeds until decided').",
+        "confidence interval at the look the decision rests on.",
         "",
     ]
     if h.differences:

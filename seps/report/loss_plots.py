@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..formatting import LINESTYLES, pyplot, save_png
-from ..losses import ratio_penalty, ratio_target_bin
-from ..train_config import TrainConfig
+from ..core.losses import ratio_penalty, ratio_target_bin
+from ..io.formatting import LINESTYLES, pyplot, save_png
+from ..train.config import TrainConfig
 from .bimodal import split_seeds
 from .loss_records import (
     CRITERIA,
@@ -239,7 +239,7 @@ def _measured_ratio_terms(sel: pd.DataFrame) -> tuple[list[float], list[float]]:
 
 def plot_ratio_curves(done: pd.DataFrame, path: Path) -> dict[str, Any]:
     """The ratio losses as functions of one mask's keep ratio (``separate`` form):
-    analytic curves of :func:`seps.losses.ratio_penalty` and, on top, the measured
+    analytic curves of :func:`seps.core.losses.ratio_penalty` and, on top, the measured
     (keep ratio, per-branch loss term) of every recorded step of the ``separate`` runs.
     Under CE the curve is a staircase: ratios inside the target class cost the same,
     ratios across a class boundary differ sharply."""

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import CHOICES, get_config
-from ..stats import mean_ci
-from ..train_config import TrainConfig
+from ..core.config import CHOICES, get_config
+from ..stats.paired import mean_ci
+from ..train.config import TrainConfig
 from .definition import defined_profile
 from .records import dense_pair
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..formatting import DASH, fmt, fmt_ci, markdown_table
-from ..stats import ALPHA, paired_test
+from ..io.formatting import DASH, fmt, fmt_ci, markdown_table
+from ..stats.paired import ALPHA, paired_test
 from .bimodal import BROKEN_FACTOR, rsum_cell, split_seeds
 from .compare import Comparison, Family, compare, family_of
 from .loss_plots import plot_alignment, plot_grad_norm, plot_keep_ratio, plot_ratio_curves

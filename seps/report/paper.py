@@ -1,7 +1,7 @@
 """What the paper reports, matched to the runs of a matrix and set beside the measurements.
 
 The reported figures are read from ``paper_figures.yaml`` (an ablation root's, else the
-package's ``seps/definitions/paper_figures.yaml``) and the claimed impacts of the documented
+package's ``ablations/paper_figures.yaml``) and the claimed impacts of the documented
 differences from ``differences.yaml``. :func:`paper_reference` says which reported figure,
 if any, a run corresponds to; :func:`paper_sections` writes the report's "Reported by the
 paper" tables from those references and the matrix's summary.
@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import Matrix, RunSpec, default_root, packaged_root
-from ..config import PRESETS, get_config
-from ..definition_checks import read_yaml_file
-from ..formatting import DASH, fmt, is_missing, markdown_table
+from ..core.config import PRESETS, get_config
+from ..experiments.definition_checks import read_yaml_file, short
+from ..experiments.definitions import Matrix, RunSpec, default_root, packaged_root
+from ..io.formatting import DASH, fmt, is_missing, markdown_table
 from .records import DENSE_COLUMN, LABELS, METRICS, profiles
 from .summary import delta_text, metric_cell, variant_text
 
@@ -38,13 +38,36 @@ COEFFICIENT_KEYS = frozenset({"lambda_sparse", "lambda_dense"})
 COEFFICIENT_CONTEXT_KEYS = frozenset({"decision"})
 
 
+def figures_problem(doc: Any) -> str | None:
+    """What makes ``doc`` (a parsed ``paper_figures.yaml``) unusable by the reports, or
+    ``None``: each table a mapping, its ``rows`` a list of mappings whose metrics are
+    numbers."""
+    if not isinstance(doc, Mapping):
+        return f"expected a mapping of tables, got {short(doc)}"
+    for table, entry in doc.items():
+        if not isinstance(entry, Mapping):
+            return f"table {table!r}: expected a mapping with 'rows', got {short(entry)}"
+        rows = entry.get("rows") or []
+        if not isinstance(rows, list):
+            return f"table {table!r}: field 'rows': expected a list, got {short(rows)}"
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                return f"table {table!r}: rows[{i}]: expected a mapping, got {short(row)}"
+            for m in METRICS:
+                v = row.get(m)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                    where = f"table {table!r}: rows[{i}]: field {m!r}"
+                    return f"{where}: expected a number, got {short(v)}"
+    return None
+
+
 def load_paper_figures(root: Path | None = None) -> dict[str, Any]:
     """``paper_figures.yaml`` of the ablation root, else the repository's (or ``{}``)."""
-    from .preflight import figures_problem
-
     for path in ((root or default_root()) / "paper_figures.yaml", REPO_FIGURES):
         if path.exists():
-            doc = read_yaml_file(path) or {}  # one line per fault (seps.definition_checks)
+            doc = (
+                read_yaml_file(path) or {}
+            )  # one line per fault (seps.experiments.definition_checks)
             problem = figures_problem(doc)
             if problem:
                 raise ValueError(f"{path}: {problem}")
@@ -335,6 +358,7 @@ __all__ = [
     "PAPER_LABEL",
     "REPO_FIGURES",
     "PaperRef",
+    "figures_problem",
     "load_claims",
     "load_paper_figures",
     "paper_decision_note",

@@ -2,7 +2,7 @@
 
 Each plot function returns the series *read back from the drawn artists*, not the
 numbers it was given, so that tests check the picture against the stored records. PNGs
-are written by :func:`seps.formatting.save_png` (reproducible bytes).
+are written by :func:`seps.io.formatting.save_png` (reproducible bytes).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import LINESTYLES, is_missing, pyplot, save_png
+from ..experiments.definitions import Matrix
+from ..io.formatting import LINESTYLES, is_missing, pyplot, save_png
 from .records import profiles
 
 #: {profile: {"loss" | "val_rsum": {run_id: (epochs, values)}}}, as drawn by plot_curves.

@@ -15,14 +15,14 @@ detected the claimed effect. Per row, :func:`row_power` gives:
   smallest effect that would contradict it. Otherwise none: the row says "no stated
   size";
 - the **MDE**: the smallest true mean difference the row's test detects with 80% power
-  (:func:`seps.stats.minimal_detectable_effect`: two-sided paired t-test, noncentral t),
+  (:func:`seps.stats.paired.minimal_detectable_effect`: two-sided paired t-test, noncentral t),
   for the row's paired SD and number of paired seeds, at level ``0.05 / m`` where ``m``
   is the number of tests in the row's Holm family. That is the level Holm's step-down
   applies to the family's smallest p-value, the strictest any test of the family meets,
   so the MDE is conservative (an upper bound on what the correction needs);
 - **seeds needed**: the fewest paired seeds at which that MDE would be at most the
-  scaled claim, with the same SD and level (:func:`seps.stats.seeds_needed`);
-- **equivalence**: the two one-sided paired t-tests (TOST, :func:`seps.stats.tost_p`)
+  scaled claim, with the same SD and level (:func:`seps.stats.paired.seeds_needed`);
+- **equivalence**: the two one-sided paired t-tests (TOST, :func:`seps.stats.paired.tost_p`)
   that the mean difference lies within ``± equivalence_margin`` (rSum), at the same
   level ``0.05 / m``.
 
@@ -35,14 +35,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..formatting import fmt, is_missing
-from ..stats import ALPHA, POWER, minimal_detectable_effect, seeds_needed, tost_p
+from ..io.formatting import fmt, is_missing
+from ..stats.paired import ALPHA, POWER, minimal_detectable_effect, seeds_needed, tost_p
 from .claims import Claim
 from .compare import Comparison
 
 #: Seed 004's impact stars as ranges of the relative change of rSum, (low, high, as
 #: written), high ``None`` for an open range. Source: seed 004's legend (large >3%,
-#: medium 1-3%, small <1%), stated in the header of ``seps/definitions/differences.yaml``
+#: medium 1-3%, small <1%), stated in the header of ``ablations/differences.yaml``
 #: and in ``claimed_impacts.scale`` of ``paper_figures.yaml``
 #: (``tests/test_power.py`` checks that they agree). A row is powered for the low end of
 #: its level's range, the smallest effect the stars claim; "small" claims no effect
@@ -75,7 +75,7 @@ class Power:
     """What a row's paired test could see: ``mde`` (rSum) at level ``alpha`` (``0.05 /
     tests``, the Holm family's worst case); ``needed``: the paired seeds at which the MDE
     would reach the scaled claim (``None``: no scaled claim, already reached, or more
-    than :data:`seps.stats.MAX_SEEDS`); ``equivalence_p``: the TOST p-value within the
+    than :data:`seps.stats.paired.MAX_SEEDS`); ``equivalence_p``: the TOST p-value within the
     claim's margin (NaN without a margin)."""
 
     mde: float

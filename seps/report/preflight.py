@@ -7,45 +7,17 @@ and for a matrix with the ``differences`` section its sequential design and the 
 names) would otherwise stop the command after every run had trained.
 :func:`check_report_definitions` reads them all, as the report step will, and raises
 the first fault as one ``ValueError`` naming the file, before the first run.
-:func:`figures_problem` is the check :func:`seps.report.paper.load_paper_figures` applies
-to the figures file.
+:func:`seps.report.paper.figures_problem` is the check the reports apply to the figures
+file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from ..ablations import Matrix
-from ..definition_checks import short
+from ..experiments.definitions import Matrix
 
-__all__ = ["check_report_definitions", "figures_problem"]
-
-
-def figures_problem(doc: Any) -> str | None:
-    """What makes ``doc`` (a parsed ``paper_figures.yaml``) unusable by the reports, or
-    ``None``: each table a mapping, its ``rows`` a list of mappings whose metrics are
-    numbers."""
-    from .records import METRICS
-
-    if not isinstance(doc, Mapping):
-        return f"expected a mapping of tables, got {short(doc)}"
-    for table, entry in doc.items():
-        if not isinstance(entry, Mapping):
-            return f"table {table!r}: expected a mapping with 'rows', got {short(entry)}"
-        rows = entry.get("rows") or []
-        if not isinstance(rows, list):
-            return f"table {table!r}: field 'rows': expected a list, got {short(rows)}"
-        for i, row in enumerate(rows):
-            if not isinstance(row, Mapping):
-                return f"table {table!r}: rows[{i}]: expected a mapping, got {short(row)}"
-            for m in METRICS:
-                v = row.get(m)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                    where = f"table {table!r}: rows[{i}]: field {m!r}"
-                    return f"{where}: expected a number, got {short(v)}"
-    return None
+__all__ = ["check_report_definitions"]
 
 
 def check_report_definitions(matrix: Matrix, root: Path | None) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import (
+from ..experiments.definitions import Matrix
+from ..io.formatting import (
     DASH,
     code,
     fmt,
@@ -26,8 +26,8 @@ from ..formatting import (
     is_missing,
     markdown_table,
 )
-from ..machine_load import BUSY_MARGIN
-from ..stats import ALPHA, mean_ci
+from ..runtime.machine_load import BUSY_MARGIN
+from ..stats.paired import ALPHA, mean_ci
 from .bimodal import BROKEN_FACTOR
 from .compare import Family
 from .records import (
@@ -172,7 +172,7 @@ def _text_only_lines(cur: pd.DataFrame) -> list[str]:
         mean, half, n = mean_ci(per_seed["text_only_rsum"].tolist())
         where = f" (profile {code(profile)})" if len(groups) > 1 else ""
         lines.append(
-            f"- **text-only matcher**{where} (`seps.baselines`: the sparse caption's words "
+            f"- **text-only matcher**{where} (`seps.data.baselines`: the sparse caption's words "
             f"against each gallery image's dense caption, no pixels; what the dense captions "
             f"alone give away under `candidate`): rSum {fmt_ci(mean, half, n)} over {n} test "
             f"split(s){_headroom(per_seed)}"
@@ -182,11 +182,11 @@ def _text_only_lines(cur: pd.DataFrame) -> list[str]:
 
 def _headroom(per_seed: pd.DataFrame) -> str:
     """ "; chance ..., scene oracle ..." for the text-only line, from the records that
-    carry them (`seps.oracle`; records made before it carry neither)."""
+    carry them (`seps.data.oracle`; records made before it carry neither)."""
     parts = []
     for col, label in (
         ("chance_rsum", "chance (random ranking)"),
-        ("oracle_rsum", "scene oracle (`seps.oracle`: reads the true scenes, the ceiling "
+        ("oracle_rsum", "scene oracle (`seps.data.oracle`: reads the true scenes, the ceiling "
          "the sparse captions allow)"),
     ):  # fmt: skip
         if col in per_seed and not per_seed[col].isna().all():
@@ -517,7 +517,7 @@ def _busy_lines(summary: pd.DataFrame) -> list[str]:
         f"{BUSY_MARK.strip()} includes {fmt_n(n, 'record')} timed on a busy machine: the "
         "1-minute load average rose above the CPU count plus "
         f"{BUSY_MARGIN} while it ran (other work competed for the cores; "
-        "`seps/machine_load.py`). Those times are not comparable with the others.",
+        "`seps/runtime/machine_load.py`). Those times are not comparable with the others.",
         "",
     ]
 

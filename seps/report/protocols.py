@@ -13,7 +13,7 @@ whose only changes to their preset are ``dense_source`` / ``eval_dense_source``,
 switches set to the preset's own value (findings' baseline ``code/detach_selection=true``
 is the plain ``code`` preset). When several runs fill one cell, the first in matrix order
 is shown. A preset with ``dense_fusion = "none"`` (``laps``) reads no dense caption, so
-one record stands for every protocol by construction (:mod:`seps.evaluate`); its other
+one record stands for every protocol by construction (:mod:`seps.core.evaluate`); its other
 cells stay empty rather than repeat a number that was not measured under them.
 
 The section adds no test to the report's family: every paired comparison it implies is
@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import PRESETS, get_config
-from ..formatting import code, fmt_ci, markdown_table, pyplot, save_png
-from ..stats import mean_ci
+from ..core.config import PRESETS, get_config
+from ..io.formatting import code, fmt_ci, markdown_table, pyplot, save_png
+from ..stats.paired import mean_ci
 from .compare import Comparison, Family
 from .records import profiles
 

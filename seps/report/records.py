@@ -1,7 +1,7 @@
 """Run records as a table: what a report reads, and which records are current.
 
 :func:`load_results` turns the stored run records (``results/<matrix>/*.json``, schema
-``seps-bench/run/1``, written by :mod:`seps.runner`) into one pandas row per record, with
+``seps-bench/run/1``, written by :mod:`seps.runs.runner`) into one pandas row per record, with
 the metrics as float columns. :func:`current_records` picks the record each (profile,
 run, seed) stands for now. Everything else in a report is computed from these frames,
 which are sorted deterministically so that the same records give the same bytes.
@@ -16,11 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import fmt_n, is_missing
-from ..machine_load import was_busy
-from ..provenance import UNRECORDED_CPU, cpu_label
-from ..store import RECORD_NAME, RecordError, scan_records
+from ..experiments.definitions import Matrix
+from ..experiments.provenance import UNRECORDED_CPU, cpu_label
+from ..io.formatting import fmt_n, is_missing
+from ..io.store import RECORD_NAME, RecordError, scan_records
+from ..runtime.machine_load import was_busy
 from .definition import off_definition
 
 #: The six recalls in the paper's column order, then their sum.
@@ -158,12 +158,12 @@ def _record_row(rec: Mapping[str, Any], file: str, matrix_dir: str) -> dict[str,
         metrics=dict(rec.get("metrics") or {}),
         train_dense_source=train_dense_of(rec),
         eval_dense_source=eval_dense_of(rec),
-        # The test split's text-only matcher (seps.baselines), a reference, not a metric.
+        # The test split's text-only matcher (seps.data.baselines), a reference, not a metric.
         text_only_rsum=rec.get("text_only_rsum"),
-        # ... and its headroom: chance and the scene-reading oracle (seps.oracle).
+        # ... and its headroom: chance and the scene-reading oracle (seps.data.oracle).
         chance_rsum=rec.get("chance_rsum"),
         oracle_rsum=rec.get("oracle_rsum"),
-        # Timed while other work ran (seps.machine_load); None: not sampled.
+        # Timed while other work ran (seps.runtime.machine_load); None: not sampled.
         busy=was_busy(rec),
         torch=env.get("torch"),
         device_name=env.get("device_name"),
@@ -242,7 +242,7 @@ def load_results(results_dir: str | Path, matrix: str | None = None) -> pd.DataF
 def machines_line(df: pd.DataFrame) -> str:
     """One sentence naming the CPUs the records of ``df`` were made on, with counts (most
     first), and why it matters: a rerun gives the same bits only on the same CPU type and
-    float path from the same pretrained weights (:func:`seps.provenance.bits_key`)."""
+    float path from the same pretrained weights (:func:`seps.experiments.provenance.bits_key`)."""
     counts: dict[str, int] = {}
     per_profile: dict[Any, set[str]] = {}
     profiles_ = df["profile"] if "profile" in df else [None] * len(df)

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from ..ablations import Matrix, load_matrix
-from ..store import atomic_write_text
-from ..version import check_versions
+from ..experiments.definitions import Matrix, load_matrix
+from ..io.store import atomic_write_text
+from ..versioning.version import check_versions
 from .chance import at_chance_runs, chance_lines
 from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
 from .compare import Comparison, Family, family_of
@@ -63,7 +63,7 @@ class Section(NamedTuple):
 
 
 #: Extra sections a matrix asks for with ``sections: [...]`` (see
-#: :data:`seps.ablations.REPORT_SECTIONS`).
+#: :data:`seps.experiments.definitions.REPORT_SECTIONS`).
 SECTIONS: dict[str, Section] = {
     # The scorecard's controls (claims.yaml, group: controls): their own Holm family.
     "controls": Section(lambda current, root=None: [], controls_report_section, needs_root=True),
@@ -114,7 +114,7 @@ class ReportData:
 
 def _reference_note(summary: pd.DataFrame) -> str:
     """How reverts are compared, for a summary that has any
-    (:meth:`~seps.ablations.Matrix.reference`)."""
+    (:meth:`~seps.experiments.definitions.Matrix.reference`)."""
     if summary.empty or summary["reference"].isna().all():
         return ""
     return (
@@ -291,7 +291,7 @@ def write_report(
 
     The current records must come from one version of the code and, given
     ``current_version`` (this code's: the command passes it), from that one
-    (:func:`seps.version.check_versions`; a ``ValueError`` names the versions) unless
+    (:func:`seps.versioning.version.check_versions`; a ``ValueError`` names the versions) unless
     ``allow_mixed_versions``, which writes the page with a banner naming them. The header
     names the version(s), against ``current_version`` when given.
 

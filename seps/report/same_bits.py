@@ -12,8 +12,8 @@ compared but counted (:attr:`Pair.added`): a record of older code still has the 
 bits when every number both carry is equal. A metric only one has is a difference. Where
 the bits differ, the row also says whether
 the two records came from the same code version, machine (float path and CPU model:
-:func:`seps.provenance.bits_key`) and pretrained weights
-(:mod:`seps.provenance`), the three things besides the configs that decide them.
+:func:`seps.experiments.provenance.bits_key`) and pretrained weights
+(:mod:`seps.experiments.provenance`), the three things besides the configs that decide them.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..provenance import bits_key, cpu_label
-from ..store import RecordError, scan_records
-from ..version import VERSION_KEY
+from ..experiments.provenance import bits_key, cpu_label
+from ..io.store import RecordError, scan_records
+from ..versioning.version import VERSION_KEY
 
 __all__ = ["Pair", "compare_records", "compare_stores", "numbers"]
 

@@ -1,4 +1,4 @@
-"""The claims scorecard: ``reports/README.md`` from ``seps/definitions/claims.yaml`` and
+"""The claims scorecard: ``reports/README.md`` from ``ablations/claims.yaml`` and
 the records.
 
 The work is split by concept: :func:`~seps.report.claims.load_claim_file` reads and
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..ablation_index import profile_summaries
-from ..formatting import fmt_n, is_missing, markdown_table
-from ..store import atomic_write_text
-from ..version import check_versions
+from ..experiments.ablation_index import profile_summaries
+from ..io.formatting import fmt_n, is_missing, markdown_table
+from ..io.store import atomic_write_text
+from ..versioning.version import check_versions
 from .claims import ClaimError, load_claim_file
 from .compare import Family
 from .controls import TITLE, controls_section

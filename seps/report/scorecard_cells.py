@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
-from ..ablations import Matrix
-from ..formatting import DASH, code, fmt, fmt_ci, is_missing
+from ..experiments.definitions import Matrix
+from ..io.formatting import DASH, code, fmt, fmt_ci, is_missing
 from .blind import BLIND
 from .claims import DIRECTIONS
 from .compare import Family
@@ -88,7 +87,7 @@ def claim_list(rows: Sequence[Row], levels: Mapping[str, str]) -> list[str]:
         if r.claim.id in seen:
             continue
         seen.add(r.claim.id)
-        text = claim_text(replace(r, variant=None), True, levels)
+        text = claim_text(r, True, levels).split("; test: ")[0]
         out.append(f"- {text}. Source: {r.claim.source}.")
     return [*out, ""]
 

@@ -1,6 +1,6 @@
 """The scorecard's rows: one per claim and tested pair, made from the current records.
 
-:func:`claim_rows` turns one claim of ``seps/definitions/claims.yaml``
+:func:`claim_rows` turns one claim of ``ablations/claims.yaml``
 (:mod:`seps.report.claims`) and the current completed records of its matrices
 (:func:`matrix_records`) into :class:`Row` objects, each holding what its verdict and its
 cells are judged from: the paired comparison of an effect (:mod:`seps.report.compare`),
@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import code
-from ..stats import mean_ci
+from ..experiments.definitions import Matrix
+from ..io.formatting import code
+from ..stats.paired import mean_ci
 from .bimodal import Split, bimodal_sides
 from .chance import is_at_chance
 from .claims import Claim

@@ -15,10 +15,10 @@ margin a row must be bounded within. :func:`analyse` replays it on a result stor
    one (a paired difference across CPU types holds the machines' own difference).
 2. **Looks.** Look ``k`` of a row is seeds ``0 .. n_k - 1``, all paired. At each look the
    row gets the paired t-test twice: plain (seeds independent) and blocked (build and CPU
-   type as fixed blocks, :func:`seps.group_sequential.blocked_t`), and the decision is
+   type as fixed blocks, :func:`seps.stats.group_sequential.blocked_t`), and the decision is
    the blocked one.
 3. **Decisions**, analysis by analysis in look order: Holm over the looks
-   (:func:`seps.group_sequential.holm_over_looks`) rejects rows (*detected*, with the
+   (:func:`seps.stats.group_sequential.holm_over_looks`) rejects rows (*detected*, with the
    sign); a row not rejected whose repeated interval at level ``alpha / m`` lies within
    ``+- margin`` is *bounded*; a row rejected or bounded stops (its later seeds, if any
    exist for other rows, are not read). A row still running at the cap is *open at the
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..ablations import default_root
-from ..definition_checks import read_yaml_file
-from ..group_sequential import (
+from ..experiments.definition_checks import read_yaml_file
+from ..experiments.definitions import default_root
+from ..stats.group_sequential import (
     SHAPES,
     LookStat,
     blocked_t,
@@ -172,7 +172,9 @@ def load_designs(root: Path | None = None) -> dict[str, Design]:
     path = (root or default_root()) / DESIGNS_FILE
     if not path.exists():
         return {}
-    doc = read_yaml_file(path, DesignError)  # one line per fault (seps.definition_checks)
+    doc = read_yaml_file(
+        path, DesignError
+    )  # one line per fault (seps.experiments.definition_checks)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("designs"), Mapping):
         raise DesignError(f"{path}: expected a mapping with a 'designs' mapping")
     return {str(k): _design(str(k), v, str(path)) for k, v in doc["designs"].items()}

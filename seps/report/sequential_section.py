@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..formatting import DASH, code, fmt, markdown_table, pyplot, save_png
-from ..group_sequential import LookStat
+from ..io.formatting import DASH, code, fmt, markdown_table, pyplot, save_png
+from ..stats.group_sequential import LookStat
 from .power import IMPACT_RANGES
 from .sequential import DECISIONS, Analysis, RowResult
 

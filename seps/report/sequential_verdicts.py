@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..formatting import fmt
+from ..io.formatting import fmt
 from .power import ScaledClaim, size_check
 from .scorecard_rows import Row
 from .sequential import Analysis, RowResult, analyse, load_designs

@@ -1,7 +1,7 @@
 """The summary of a matrix: one row per (profile, run) with means, CIs and paired Δ.
 
 Per (profile, run) the seeds are independent repetitions: the summary has the mean and
-95% CI half-width of each recall (:func:`seps.stats.mean_ci`) and the rSum difference to
+95% CI half-width of each recall (:func:`seps.stats.paired.mean_ci`) and the rSum difference to
 the matrix's baseline paired by seed (:func:`seps.report.compare.compare`), its raw
 p-value and its p-value corrected in the report's family (:func:`with_family`; by default
 the family of the summary's own tests). A variant bit-identical to the baseline on every
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..ablations import Matrix
-from ..formatting import DASH, NA, fmt, fmt_ci, is_missing
-from ..stats import ALPHA, mean_ci, paired_mark
+from ..experiments.definitions import Matrix
+from ..io.formatting import DASH, NA, fmt, fmt_ci, is_missing
+from ..stats.paired import ALPHA, mean_ci, paired_mark
 from .bimodal import split_seeds
 from .blind import BLIND, text_blind_reason
 from .compare import Comparison, Family, compare, family_of
@@ -93,7 +93,7 @@ def summarise_current(
     Only runs of ``matrix`` with at least one record appear; profiles are sorted by name
     and runs follow the matrix's order. Columns: ``profile, run_id, describe, preset,
     difference, paper_row, is_baseline, reference`` (None, or the run the Δ is measured
-    against when it is not the baseline: :meth:`~seps.ablations.Matrix.reference`, a
+    against when it is not the baseline: :meth:`~seps.experiments.definitions.Matrix.reference`, a
     revert's own preset), ``n, n_failed, seeds``, ``<metric>_mean`` and
     ``<metric>_ci`` for the six recalls and ``rsum``, ``split`` (the run's
     :class:`~seps.report.bimodal.Split` when some seeds are broken and others functional,
@@ -111,8 +111,8 @@ def summarise_current(
     records, ``varies`` when they differ), ``baseline_rsum_mean`` (the reference's mean over
     the paired seeds), ``train_seconds_mean``, ``wall_seconds_mean, wall_seconds_sum``
     (the runner's wall clock per completed record: mean, and total over the records
-    computed in this matrix, not copied from another: :mod:`seps.twins`), ``busy_n`` (completed
-    records timed on a busy machine: :mod:`seps.machine_load`), ``copied_n`` (completed
+    computed in this matrix, not copied from another: :mod:`seps.runs.twins`), ``busy_n`` (completed
+    records timed on a busy machine: :mod:`seps.runtime.machine_load`), ``copied_n`` (completed
     records copied from another matrix), ``train_pairs_per_second_mean,
     eval_pairs_per_second_mean, parameters, trainable_parameters, peak_memory_bytes``.
     """

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..formatting import is_missing
-from ..stats import ALPHA, t_quantile
+from ..io.formatting import is_missing
+from ..stats.paired import ALPHA, t_quantile
 from .compare import Comparison, Family
 
 if TYPE_CHECKING:

@@ -2,12 +2,12 @@
 the scorecard print, and the banner of a page written from stale or mixed records.
 
 ``seps-bench report`` and ``seps-bench scorecard`` refuse (one line,
-:func:`seps.version.check_versions` with ``current``) to write a page whose records are
+:func:`seps.versioning.version.check_versions` with ``current``) to write a page whose records are
 at another code version than this code's, or at several, unless given
 ``--allow-mixed-versions``; a page written that way opens with :func:`version_banner`.
 The library functions take the current version as an argument (``None``: not compared,
 the page names the records' versions only), so that they stay pure; the commands pass
-:func:`seps.version.code_version`.
+:func:`seps.versioning.version.code_version`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from ..formatting import is_missing
+from ..io.formatting import is_missing
 
 
 def version_counts(values: Iterable[object]) -> list[tuple[str, int]]:

@@ -24,7 +24,6 @@ This package re-exports the public API, so ``from seps.train import train`` etc.
 
 from __future__ import annotations
 
-from ..train_config import DATASETS, PROTOCOLS, TrainConfig
 from .checkpoints import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_NAME,
@@ -34,6 +33,7 @@ from .checkpoints import (
     run_checkpoint_path,
     save_run_checkpoint,
 )
+from .config import DATASETS, PROTOCOLS, TrainConfig
 from .data import (
     IMAGENET_MEAN,
     IMAGENET_STD,

@@ -3,11 +3,11 @@
 A run checkpoint (``<out>/checkpoint_last.safetensors``, written by :func:`seps.train.train`
 after every epoch, and at the step a SIGTERM stops it) holds the model, optimiser,
 scheduler and run state, the configs and the tokenizer, under ``"format":
-"seps-bench/1"``. It is data only (:func:`seps.safe_files.save_tensor_json`: safetensors
+"seps-bench/1"``. It is data only (:func:`seps.io.safe_files.save_tensor_json`: safetensors
 plus JSON), so reading one runs no code. Checkpoints written before that
 (``checkpoint_last.pt``, pickled) are still read, with ``weights_only=True``: tensors and
 plain containers only (:func:`run_checkpoint_path` finds either). A data-only file carries
-the hash of its tensors (:mod:`seps.derived`), checked on every read: a damaged checkpoint
+the hash of its tensors (:mod:`seps.io.derived`), checked on every read: a damaged checkpoint
 named on the command line is refused in one line, and the one a run would resume from is
 set aside, with the other state it reads back, so the run trains again
 (:func:`set_aside_damaged_state`).
@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-from ..config import SEPSConfig
-from ..model import ModelSpec
-from ..safe_files import load_tensor_json, load_torch_data, save_tensor_json
-from ..text import tokenizer_from_json, tokenizer_hash, tokenizer_to_json
-from ..train_config import TrainConfig
+from ..core.config import SEPSConfig
+from ..data.text import tokenizer_from_json, tokenizer_hash, tokenizer_to_json
+from ..io.safe_files import load_tensor_json, load_torch_data, save_tensor_json
+from ..model.seps_model import ModelSpec
+from .config import TrainConfig
 
 #: the ``"format"`` entry of every run checkpoint
 CHECKPOINT_FORMAT = "seps-bench/1"
@@ -58,13 +58,13 @@ def run_checkpoint_path(out_dir: Path) -> Path:
 def set_aside_damaged_state(out_dir: Path) -> list[Path]:
     """Check what a run resumed in ``out_dir`` reads back (its checkpoint, the movement
     baseline ``θ_init`` and the best-validation weights, each against the hash written
-    with it, :mod:`seps.derived`). When one is damaged (cut short, unreadable, or not
+    with it, :mod:`seps.io.derived`). When one is damaged (cut short, unreadable, or not
     matching its hash) it is named in one line and all of them are moved aside as
     ``*.corrupt``: the run then starts from scratch, which gives the same record as a
     fresh store (one checkpoint is kept, so there is no earlier good one to go back to).
     Returns what was moved (empty when all is well). Files written before files carried
     a hash are only checked to be readable."""
-    from ..derived import report, safetensors_problem, set_aside
+    from ..io.derived import report, safetensors_problem, set_aside
     from .movement import INIT_FILE
 
     out_dir = Path(out_dir)

@@ -26,9 +26,9 @@ from torch import Tensor
 
 from ..data.layout import SplitData, decode_image, load_split
 from ..data.synth import generate_synthetic, is_synthetic_dir
-from ..text import augment_caption_ids, load_tokenizer, resolve_tokenizer
-from ..train_config import TrainConfig
-from ..version import data_version
+from ..data.text import augment_caption_ids, load_tokenizer, resolve_tokenizer
+from ..versioning.version import data_version
+from .config import TrainConfig
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -128,7 +128,7 @@ def load(cfg: TrainConfig, data_dir: Path, split: str, *, require_dense: bool = 
 
 def build_tokenizer(cfg: TrainConfig, data_dir: Path) -> Any:
     """``cfg.tokenizer``, else the pretrained text backbone's own tokenizer
-    (:func:`seps.text.resolve_tokenizer`), else the WordPiece tokenizer built
+    (:func:`seps.data.text.resolve_tokenizer`), else the WordPiece tokenizer built
     deterministically from the training captions (cached under ``<data>/tokenizer-cache``)."""
     train_data = load(cfg, data_dir, cfg.train_split)
     return load_tokenizer(

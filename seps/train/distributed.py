@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from ..devices import resolve_device
-from ..model import SEPSModel
+from ..model.seps_model import SEPSModel
+from ..runtime.devices import resolve_device
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,16 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..baselines import text_only_sims
-from ..controls import add_sim_noise, presentation_order, selection_prior_fn
+from ..core.evaluate import evaluate_retrieval, similarity_matrix
+from ..core.metrics import recall_at_k
+from ..core.selection import has_cls_token
+from ..data.baselines import text_only_sims
 from ..data.layout import SplitData
-from ..evaluate import evaluate_retrieval, similarity_matrix
-from ..faults import kill_point
-from ..metrics import recall_at_k
-from ..model import SEPSModel
-from ..oracle import headroom, synthetic_seed
-from ..selection import has_cls_token
-from ..train_config import TrainConfig
+from ..data.oracle import headroom, synthetic_seed
+from ..model.seps_model import SEPSModel
+from ..runtime.faults import kill_point
+from .config import TrainConfig
+from .controls import add_sim_noise, presentation_order, selection_prior_fn
 from .data import SplitTensors, keep_first_tokens
 
 
@@ -88,7 +88,7 @@ def evaluate_model(
     """Recall metrics of ``model`` on ``split`` under a dense-caption protocol.
 
     ``controls``: apply the evaluation controls of ``cfg`` (``eval_permute``,
-    ``eval_sim_noise``; :mod:`seps.controls`). The test-split evaluation does; the
+    ``eval_sim_noise``; :mod:`seps.train.controls`). The test-split evaluation does; the
     per-epoch validation passes False, so that its history does not depend on them. The
     head's ``selection`` control applies in both (it is part of the model).
     """
@@ -136,9 +136,9 @@ def evaluate_model(
 def split_bounds(data_dir: Path, data: SplitData) -> dict[str, float | None]:
     """What a synthetic split gives without the head, printed beside every run's rSum:
     ``text_only_rsum``, the rSum of a word matcher of each caption against every image's
-    dense caption (:func:`seps.baselines.text_only_sims`; what the dense captions give
+    dense caption (:func:`seps.data.baselines.text_only_sims`; what the dense captions give
     away without pixels; it knows the synthetic vocabulary only), and the headroom
-    (:func:`seps.oracle.headroom`): ``chance_rsum`` and ``oracle_rsum``, the scene-reading
+    (:func:`seps.data.oracle.headroom`): ``chance_rsum`` and ``oracle_rsum``, the scene-reading
     oracle's. A function of the split alone, so computed once per process and split (keyed
     by the folder and the split's texts and images; the same values either way)."""
     # The synthetic seed too: headroom reads it from the folder's meta.json.

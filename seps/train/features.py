@@ -4,7 +4,7 @@ Under the ``frozen`` protocol the backbones never change, so their token outputs
 (before the projections) are computed by :func:`backbone_features` and cached as
 safetensors by :func:`cached_features`, keyed by the backbone weights, the data and
 the caption lengths; training and evaluation then only run the projections and the head.
-Each cache file carries the hash of its tensors (:mod:`seps.derived`): a damaged one is
+Each cache file carries the hash of its tensors (:mod:`seps.io.derived`): a damaged one is
 named in one line and computed again.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..derived import DerivedFileError, load_safetensors, report, save_safetensors
-from ..model import ModelSpec, SEPSModel
-from ..train_config import TrainConfig
-from ..version import code_version
+from ..io.derived import DerivedFileError, load_safetensors, report, save_safetensors
+from ..model.seps_model import ModelSpec, SEPSModel
+from ..versioning.version import code_version
+from .config import TrainConfig
 from .data import SplitTensors
 
 
@@ -68,7 +68,7 @@ def cached_features(
 ) -> dict[str, Tensor]:
     """:func:`backbone_features`, cached as safetensors keyed by backbone weights and data.
 
-    The file carries the hash of its tensors (:mod:`seps.derived`); one that does not match
+    The file carries the hash of its tensors (:mod:`seps.io.derived`); one that does not match
     it, or cannot be read, is named in one line and computed again."""
     cache = Path(cfg.cache_dir or Path(cfg.out_dir) / "feature_cache")
     weights = _fingerprint(

@@ -31,7 +31,7 @@ Callbacks, in the order a run calls them::
 
 A hook must not change what the run computes: it may read the weights and gradients but
 not write them, and it must not draw from a shared random generator (a control draws
-from its own, :func:`seps.controls.step_generator`). The selection prior is the one input
+from its own, :func:`seps.train.controls.step_generator`). The selection prior is the one input
 a hook gives the step, and only the selection controls give it.
 """
 
@@ -46,10 +46,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import SEPSConfig
-from ..losses import SEPSLoss
-from ..model import ModelSpec, SEPSModel
-from ..train_config import TrainConfig
+from ..core.config import SEPSConfig
+from ..core.losses import SEPSLoss
+from ..model.seps_model import ModelSpec, SEPSModel
+from .config import TrainConfig
 from .data import SplitTensors
 from .distributed import Dist
 from .run_state import RunState

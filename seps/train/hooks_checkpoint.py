@@ -5,9 +5,9 @@ when the epoch improved on them and then the run checkpoint (:mod:`.checkpoints`
 every epoch is done it drops the optimiser state (unless ``keep_optimizer``).
 
 :class:`InterruptHook` asks, before each step, whether a SIGTERM arrived
-(:mod:`seps.interrupts`); if so it writes the checkpoint at that step, with the epoch's
+(:mod:`seps.runtime.interrupts`); if so it writes the checkpoint at that step, with the epoch's
 progress (:func:`partial_epoch`: sums, steps log, random states, and what the other hooks
-keep), and raises :class:`seps.interrupts.StopRequested`.
+keep), and raises :class:`seps.runtime.interrupts.StopRequested`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..interrupts import check_stop
+from ..runtime.interrupts import check_stop
 from .checkpoints import (
     best_val_epoch,
     drop_training_state,
@@ -85,7 +85,7 @@ class CheckpointHook(TrainHook):
 class InterruptHook(TrainHook):
     """SIGTERM: stop before the next step, with the checkpoint written at that step.
 
-    ``requested`` is :func:`seps.interrupts.stop_requested` (tests stand in for it).
+    ``requested`` is :func:`seps.runtime.interrupts.stop_requested` (tests stand in for it).
     Under DDP the checkpoint stays the last epoch's.
     """
 

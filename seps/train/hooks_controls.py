@@ -1,10 +1,10 @@
 """The selection controls of training as a hook (:mod:`.hooks`; the controls themselves:
-:mod:`seps.controls`, docs/controls.md).
+:mod:`seps.train.controls`, docs/controls.md).
 
 Under ``selection="random"`` every step's prior is uniform noise from the step's own
-generator (:func:`seps.controls.step_generator`: fresh per step, so a resumed epoch draws
+generator (:func:`seps.train.controls.step_generator`: fresh per step, so a resumed epoch draws
 the same, and never the run's shared generators); under ``oracle`` it is the patches of
-the objects each caption names (:func:`seps.controls.oracle_prior` of the training
+the objects each caption names (:func:`seps.train.controls.oracle_prior` of the training
 split's scene table). Under ``learned`` the hook does nothing.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from ..config import SEPSConfig
-from ..controls import OracleTable, oracle_prior, oracle_table, step_generator
-from ..train_config import TrainConfig
+from ..core.config import SEPSConfig
+from .config import TrainConfig
+from .controls import OracleTable, oracle_prior, oracle_table, step_generator
 from .hooks import Batch, Epoch, Run, TrainHook
 
 __all__ = ["SelectionControl"]

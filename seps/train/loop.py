@@ -1,14 +1,15 @@
 """The training loop: one run from config to ``result.json``.
 
 One run = :class:`TrainConfig` (data, encoders, protocol, optimisation) + a
-:class:`seps.config.SEPSConfig` (the head's switches). :func:`train` follows the
+:class:`seps.core.config.SEPSConfig` (the head's switches). :func:`train` follows the
 official ``train.py``:
 
 - AdamW with the official parameter groups (backbones at ``lr * backbone_lr_mult``),
   weight decay 1e-4, MultiStepLR (milestones, gamma 0.3);
 - hinge triplet summed over all negatives in epoch 0 with the loss scaled by the
   warm-up factor ``i / n_batches``, hardest negative from ``max_violation_from`` on;
-- gradient clipping at 2.0; bf16 autocast on CUDA (``precision``, see :mod:`seps.precision`);
+- gradient clipping at 2.0; bf16 autocast on CUDA (``precision``, see
+:mod:`seps.runtime.precision`);
 - a non-finite loss skips the step and is counted (the official code zeroes it silently).
 
 Protocols: ``finetune`` (everything trains), ``partial`` (the embeddings and the first
@@ -42,13 +43,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import SEPSConfig
-from ..faults import kill_point
-from ..interrupts import stop_on_sigterm, stop_requested
-from ..losses import LossOutput, SEPSLoss, keep_ratios, triplet_loss
-from ..precision import autocast
-from ..store import atomic_write_json
-from ..train_config import TrainConfig
+from ..core.config import SEPSConfig
+from ..core.losses import LossOutput, SEPSLoss, keep_ratios, triplet_loss
+from ..io.store import atomic_write_json
+from ..runtime.faults import kill_point
+from ..runtime.interrupts import stop_on_sigterm, stop_requested
+from ..runtime.precision import autocast
+from .config import TrainConfig
 from .data import image_batches
 from .distributed import barrier
 from .evaluation import NonFiniteSimilaritiesError, evaluate_model
@@ -158,9 +159,9 @@ def train(
     is done the checkpoint loses its optimizer and scheduler state, unless
     ``keep_optimizer`` (resuming a completed run then only evaluates again).
     ``stop_after_epoch`` ends the call after that epoch (used to test resuming).
-    A SIGTERM (:mod:`seps.interrupts`) ends it after the current step, with the
+    A SIGTERM (:mod:`seps.runtime.interrupts`) ends it after the current step, with the
     checkpoint written at that step (``resume=True`` continues from it, to the same
-    bits), by raising :class:`seps.interrupts.StopRequested`.
+    bits), by raising :class:`seps.runtime.interrupts.StopRequested`.
 
     ``tensorboard`` writes TensorBoard event files under ``<out_dir>/tensorboard/``
     (:mod:`.hooks_tensorboard`); ``hooks`` are added after the run's own

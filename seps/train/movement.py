@@ -80,7 +80,7 @@ def _params(modules: Iterable[nn.Module | nn.Parameter | None]) -> list[nn.Param
 
 
 def module_groups(model: Any) -> dict[str, list[nn.Parameter]]:
-    """``{group: [trainable parameters]}`` of a :class:`~seps.model.SEPSModel`, in the
+    """``{group: [trainable parameters]}`` of a :class:`~seps.model.seps_model.SEPSModel`, in the
     order of :data:`GROUPS`, each parameter in one group; groups without a trainable
     parameter are left out."""
     head = model.cross_net
@@ -117,8 +117,8 @@ def snapshot(model: nn.Module) -> dict[str, Tensor]:
 
 def save_init(path: Path, init: Mapping[str, Tensor]) -> None:
     """Write ``θ_init`` to ``path`` atomically (a half-written file is never read), with
-    the hash of its tensors (:func:`seps.derived.save_safetensors`)."""
-    from ..derived import save_safetensors
+    the hash of its tensors (:func:`seps.io.derived.save_safetensors`)."""
+    from ..io.derived import save_safetensors
 
     save_safetensors(path, init)
 
@@ -134,7 +134,7 @@ def load_init(path: Path) -> dict[str, Tensor] | None:
     """
     if not path.is_file():
         return None
-    from ..derived import load_safetensors
+    from ..io.derived import load_safetensors
 
     return load_safetensors(path, require_hash=False)
 

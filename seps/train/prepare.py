@@ -14,12 +14,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import SEPSConfig
-from ..evaluate import shuffle_permutation
-from ..kernels import IMPLEMENTATIONS, unavailable_reason
-from ..model import ModelSpec, SEPSModel, build_model, freeze_first_layers, parameter_groups
-from ..precision import grad_scaler
-from ..train_config import TrainConfig
+from ..core.config import SEPSConfig
+from ..core.evaluate import shuffle_permutation
+from ..core.kernels import IMPLEMENTATIONS, unavailable_reason
+from ..model.seps_model import (
+    ModelSpec,
+    SEPSModel,
+    build_model,
+    freeze_first_layers,
+    parameter_groups,
+)
+from ..runtime.precision import grad_scaler
 from .checkpoints import (
     NO_VALIDATION,
     check_same_tokenizer,
@@ -27,6 +32,7 @@ from .checkpoints import (
     restore_training_state,
     run_checkpoint_path,
 )
+from .config import TrainConfig
 from .data import (
     SplitTensors,
     build_tokenizer,

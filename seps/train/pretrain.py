@@ -65,12 +65,12 @@ from safetensors.torch import save_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..encoders import build_image_encoder, build_text_encoder
-from ..selection import split_cls_token
-from ..store import RunLock, atomic_write_json, clean_stale_temps
-from ..text import load_tokenizer
-from ..train_config import TrainConfig, build_name
-from ..version import source_hash
+from ..core.selection import split_cls_token
+from ..data.text import load_tokenizer
+from ..io.store import RunLock, atomic_write_json, clean_stale_temps
+from ..model.encoders import build_image_encoder, build_text_encoder
+from ..versioning.version import source_hash
+from .config import TrainConfig, build_name
 from .data import build_tokenizer, load, prepare_data_dir, split_tensors
 from .run_environment import environment, seed_everything
 from .unimodal import train_unimodal
@@ -198,10 +198,11 @@ RECIPES: dict[str, PretrainRecipe] = {
 
 #: The modules whose code determines a pretraining's result (hashed into its key).
 _SOURCES = (
-    "encoders.py",
-    "text.py",
+    "model/encoders.py",
+    "data/text.py",
     "data/scenes.py",
     "data/captions.py",
+    "data/dense_captions.py",
     "data/synth.py",
     "data/layout.py",
     "train/data.py",
@@ -301,7 +302,7 @@ def late_interaction(img: Tensor, words: Tensor, lens: Tensor) -> Tensor:
 def token_subset(img: Tensor, keep: float) -> Tensor:
     """A uniformly random ``ceil(keep * N)`` of each image's ``N`` patch tokens, after its
     ``[CLS]`` when it has one (SEPS never drops ``[CLS]``; see
-    :func:`seps.selection.split_cls_token`).
+    :func:`seps.core.selection.split_cls_token`).
 
     img: ``(B, L, C)`` -> ``(B, [1 +] ceil(keep * N), C)``. The draw comes from the global
     torch generator, which the build seeds, so a build stays deterministic; ``keep=1``

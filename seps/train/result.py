@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
-from ..model import ModelSpec, SEPSModel, count_parameters
-from ..store import atomic_write_json
-from ..text import tokenizer_hash
-from ..train_config import TrainConfig
+from ..data.text import tokenizer_hash
+from ..io.store import atomic_write_json
+from ..model.seps_model import ModelSpec, SEPSModel, count_parameters
 from .checkpoints import select_eval_weights
+from .config import TrainConfig
 from .data import load, split_tensors
 from .evaluation import NonFiniteSimilaritiesError, evaluate_model, split_bounds
 from .features import cached_features

@@ -41,8 +41,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from ..core.selection import split_cls_token
 from ..data.scenes import BACKGROUND_COLOURS, BACKGROUND_KINDS, COLOURS, SHAPES, SIZES, sample_scene
-from ..selection import split_cls_token
 
 __all__ = ["N_CLASSES", "scene_targets", "train_unimodal"]
 
