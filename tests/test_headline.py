@@ -55,7 +55,8 @@ def test_the_block_is_replaced_between_the_markers_and_the_rest_is_byte_identica
     assert after.startswith(head + BEGIN + "\n") and after.endswith(END + tail)
     block = after[len(head + BEGIN + "\n") : -len(END + tail)]
     assert "stale numbers" not in block
-    assert "1 claims in 1 rows, 1 of them paired tests: **1 supported**" in block
+    counts = "1 claims in 1 rows (1 paired tests: a grid's row tests each cell): **1 supported**"
+    assert counts in block
     assert "| `dense_fusion`" in block and "`paper` " in block
     again = readme.read_bytes()
     write_headline(readme, FIXTURE / "records", _root(tmp_path / "again"))

@@ -134,7 +134,9 @@ def render_headline(h: Headline) -> str:
             "",
         ]
     rows = sum(h.counts.values())
-    tests = f", {h.tests} of them paired tests" if h.tests is not None else ""
+    tests = ""
+    if h.tests is not None:
+        tests = f" ({h.tests} paired tests: a grid's row tests each cell)"
     if len(h.by_profile) > 1:
         # Several regimes: their verdicts are not one population (a retired profile's
         # "not detected" may be its blindness), so each is counted under its name first.

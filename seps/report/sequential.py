@@ -82,6 +82,7 @@ _FIELDS = {
     "blocks",
     "written",
     "multiplicity",
+    "profile",
 }
 _BLOCKS = ("build", "cpu")
 #: The decisions a row can end with, in the order the pages count them.
@@ -106,6 +107,7 @@ class Design:
     reference: Mapping[str, str]
     blocks: tuple[str, ...]
     written: str
+    profile: str = "standard"
 
     @property
     def cap(self) -> int:
@@ -122,7 +124,7 @@ def _design(name: str, entry: Any, where: str) -> Design:
     unknown = sorted(set(entry) - _FIELDS)
     if unknown:
         raise fail(f"unknown field(s) {unknown}; allowed: {sorted(_FIELDS)}")
-    missing = sorted(_FIELDS - {"multiplicity"} - set(entry))
+    missing = sorted(_FIELDS - {"multiplicity", "profile"} - set(entry))
     if missing:
         raise fail(f"missing field(s) {missing}")
     looks = entry["looks"]
@@ -164,6 +166,7 @@ def _design(name: str, entry: Any, where: str) -> Design:
         dict(ref),
         tuple(blocks),
         str(entry["written"]),
+        str(entry.get("profile", "standard")),
     )
 
 
@@ -322,6 +325,8 @@ def _rows(design: Design, results: Path, root: Path | None) -> dict[str, list[Ro
         rows = []
         for row in claim_rows(claim, matrices, early):
             if row.matrix.name not in design.matrices or row.variant is None:
+                continue
+            if row.profile != design.profile:  # another world's rows: another design's
                 continue
             c = row.comparison
             if c is None or not c.testable or row.frozen or c.n < first:
@@ -512,6 +517,7 @@ def analysis_log(analysis: Analysis) -> dict[str, Any]:
             "reference": dict(d.reference),
             "blocks": list(d.blocks),
             "written": d.written,
+            "profile": d.profile,
         },
         "counts": counts,
         "rows": rows,
