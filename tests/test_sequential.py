@@ -231,7 +231,7 @@ def test_until_decided_adds_seeds_look_by_look_to_the_open_rows_only(store):
     root = store["root"]
     status = run_until_decided(
         load_matrix("both-ways", root),
-        load_profile("smoke", None),
+        load_profile("standard", None),
         store["results"],
         root=root,
         run_seeds=run_seeds,
@@ -256,7 +256,7 @@ def test_until_decided_leaves_a_seed_begun_on_another_cpu_type_to_it(store):
 
     status = run_until_decided(
         load_matrix("both-ways", store["root"]),
-        load_profile("smoke", None),
+        load_profile("standard", None),
         store["results"],
         root=store["root"],
         run_seeds=run_seeds,

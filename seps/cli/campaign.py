@@ -77,11 +77,12 @@ def _check_steps(campaign: Campaign, root: Path, args: argparse.Namespace) -> No
             if getattr(step, "until_decided", False):  # its design, read before step 1
                 from ..report.sequential import check_design, design_for
 
-                design = design_for(matrix.name, root)
+                design = design_for(matrix.name, root, campaign.profile)
                 if design is None:
                     raise ValueError(
-                        f"{matrix.name}: no sequential design names this matrix "
-                        "(sequential.yaml of the ablation definitions); until_decided needs one"
+                        f"{matrix.name}: no sequential design names this matrix for profile "
+                        f"{campaign.profile!r} (sequential.yaml of the ablation definitions); "
+                        "until_decided needs one"
                     )
                 check_design(design, root)
             if campaign.report:

@@ -95,6 +95,11 @@ COMMANDS: dict[str, Command] = {
         "replay a sequential design (seeds added until each row is decided) on the store: "
         "each row's decision, look and repeated interval; --check: the same as the store's",
     ),
+    "world": Command(
+        "seps.cli.world",
+        "measure a world's card (a profile's data: what the dense captions give away without "
+        "pixels, the image prior, the headroom) beside Flickr30K's; every page shows it",
+    ),
     "text-only": Command(
         "seps.cli.text_only",
         "score a split without pixels: each caption against every image's dense caption "

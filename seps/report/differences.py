@@ -44,7 +44,7 @@ from .compare import Comparison, Family, compare
 from .frozen import frozen_reason, with_frozen
 from .paper import load_claims, load_paper_figures
 from .records import profiles
-from .sequential import Design, analyse, design_for
+from .sequential import Design, analyse, designs_for
 from .sequential_section import decision_lines, plot_decisions
 from .summary import DID_NOT_TRAIN, delta_text, p_adj_text, verdict_text
 from .verdicts import UNTESTABLE
@@ -121,18 +121,18 @@ def difference_frozen(current: pd.DataFrame) -> dict[str, dict[str, dict[str, st
     return out
 
 
-def _design(current: pd.DataFrame, root: Path | None) -> Design | None:
-    """The sequential design of the records' matrix, if one names it."""
+def _designs(current: pd.DataFrame, root: Path | None) -> list[Design]:
+    """The sequential designs (one per world) of the records' matrix."""
     if current.empty:
-        return None
+        return []
     names = sorted({str(m) for m in current["matrix"].dropna()})
-    return next((d for d in (design_for(n, root) for n in names) if d is not None), None)
+    return [d for n in names for d in designs_for(n, root)]
 
 
 def difference_comparisons(current: pd.DataFrame, root: Path | None = None) -> list[Comparison]:
     """Every comparison the section prints (they join the report's family): none under
     a sequential design, whose decisions are the design's, not the report's tests."""
-    if _design(current, root) is not None:
+    if _designs(current, root):
         return []
     return [
         c
@@ -325,14 +325,28 @@ def plot_differences(cells: Cells, path: Path) -> dict[str, dict[str, list[float
 
 
 def sequential_section(
-    design: Design, matrix_name: str, out_dir: Path, results: Path, root: Path | None
+    designs: list[Design], matrix_name: str, out_dir: Path, results: Path, root: Path | None
 ) -> tuple[list[str], dict[str, str], Any]:
-    """The section under a sequential design: its decisions for this matrix
-    (:func:`~seps.report.sequential_section.decision_lines`) and their forest plot."""
-    analysis = analyse(design, results, root)
+    """The section under sequential designs: each world's decisions for this matrix
+    (:func:`~seps.report.sequential_section.decision_lines`) and their forest plot (the
+    first design's is ``<matrix>-differences.png``, another world's
+    ``<matrix>-differences-<profile>.png``)."""
     impacts = load_claims(root, load_paper_figures(root))
-    png = Path(out_dir) / f"{matrix_name}-differences.png"
-    drawn = plot_decisions(analysis, matrix_name, png, impacts)
+    blocks, plots, drawn_all = [], {}, {}
+    for i, design in enumerate(designs):
+        analysis = analyse(design, results, root)
+        suffix = "" if i == 0 else f"-{design.profile}"
+        png = Path(out_dir) / f"{matrix_name}-differences{suffix}.png"
+        drawn = plot_decisions(analysis, matrix_name, png, impacts)
+        rows = decision_lines(analysis, matrix_name, impacts, png.name if drawn else None)
+        if rows:
+            title = f"### World `{design.profile}`" if len(designs) > 1 else None
+            blocks += ([title, ""] if title else []) + rows
+        if drawn:
+            plots[f"Δ rSum of each difference, final repeated intervals ({design.profile})"] = (
+                png.name
+            )
+            drawn_all[design.profile] = drawn
     lines = [
         "## Each difference in both directions",
         "",
@@ -342,10 +356,9 @@ def sequential_section(
         "decided; a row that is identical by construction or whose learned part did not "
         "train is not a test and is not listed (the scorecard says why).",
         "",
-        *decision_lines(analysis, matrix_name, impacts, png.name if drawn else None),
+        *blocks,
     ]
-    caption = "Δ rSum of each difference, final repeated intervals"
-    return lines, ({caption: png.name} if drawn else {}), drawn
+    return lines, plots, drawn_all
 
 
 def difference_section(
@@ -359,9 +372,9 @@ def difference_section(
     """The section's markdown lines, ``{caption: png}`` and the plotted series: the
     sequential design's decisions when one names the matrix (and ``results`` is given),
     else each difference's fixed-sample tests in the report's family."""
-    design = _design(current, root)
-    if design is not None and results is not None:
-        return sequential_section(design, matrix_name, out_dir, results, root)
+    designs = _designs(current, root)
+    if designs and results is not None:
+        return sequential_section(designs, matrix_name, out_dir, results, root)
     cells = difference_cells(current)
     png = Path(out_dir) / f"{matrix_name}-differences.png"
     if not cells:

@@ -267,7 +267,7 @@ def headline_of(
         profile = str(sorted(sizes.items(), key=lambda i: (-i[1], str(i[0])))[0][0])
     claims = load_claims(root, load_paper_figures(root))
     frozen = difference_frozen(current).get(profile, {}) if profile else {}
-    design = design_for(DIFFERENCES_MATRIX, root)
+    design = design_for(DIFFERENCES_MATRIX, root, profile)
     decided = None
     if design is not None and profile:
         analysis = analyse(design, results_dir, root)

@@ -24,10 +24,9 @@ def check_report_definitions(matrix: Matrix, root: Path | None) -> None:
     """Read what the report of ``matrix`` reads besides its records, as it will (see the
     module docstring); the first fault is a ``ValueError`` of one line."""
     from .paper import load_claims, load_paper_figures
-    from .sequential import check_design, design_for
+    from .sequential import check_design, designs_for
 
     load_claims(root, load_paper_figures(root))
     if "differences" in matrix.sections:
-        design = design_for(matrix.name, root)  # every design of the file is checked
-        if design is not None:
+        for design in designs_for(matrix.name, root):  # every design of the file is read
             check_design(design, root)

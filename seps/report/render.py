@@ -43,6 +43,7 @@ from .records import current_records, load_results, machines_line, profiles, run
 from .scorecard import controls_report_section
 from .summary import summarise_current, summary_comparisons, with_family
 from .versions import version_banner, version_counts, version_line
+from .world_card import world_lines
 
 #: The line every generated report carries in its header (:func:`render_report`).
 GENERATED_LINE = "Regenerated from the stored run records by `seps-bench report "
@@ -328,6 +329,10 @@ def write_report(
             where["results"] = Path(results_dir)
         lines, _, _ = section.render(data.current, matrix.name, out_dir, data.family, **where)
         extra += lines
+    profiles = (
+        sorted({str(p) for p in data.current["profile"].dropna()}) if len(data.current) else []
+    )
+    extra += world_lines(results_dir, profiles, root)
     text = render_report(data, figures, claims, plots, extra, collapse_plot, current_version)
     atomic_write_text(path, text)
     return path

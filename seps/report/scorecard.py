@@ -62,6 +62,7 @@ from .scorecard_sections import (
     preamble,
 )
 from .sequential_verdicts import analyses, attach_sequential
+from .world_card import world_lines
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -119,6 +120,7 @@ def render_scorecard(
     impacts: Mapping[str, str] | None = None,
     current: str | None = None,
     summaries: Mapping[str, str] | None = None,
+    world: Sequence[str] = (),
 ) -> str:
     """The scorecard's markdown: ``rows`` (:func:`claim_rows` of every claim, in order):
     the controls first (:func:`controls_lines`), then the claims' rows, each judged in
@@ -127,7 +129,8 @@ def render_scorecard(
     read (for the preamble), ``impacts`` seed 004's impact level per difference id (e.g.
     ``large``), ``current`` this code's version (``None``: not compared; else the
     preamble states the records' against it and a stale page opens with a banner),
-    ``summaries`` each profile's one-line summary (profiles.yaml) for the preamble."""
+    ``summaries`` each profile's one-line summary (profiles.yaml) for the preamble,
+    ``world`` the world card of the profiles the rows read (:mod:`.world_card`)."""
     levels = impacts or {}
     controls = controls_lines(rows)
     rows = paper_rows(rows)
@@ -175,6 +178,7 @@ def render_scorecard(
         [
             *preamble(used, families, current, summaries),
             *frozen_note(rows),
+            *world,
             *controls,
             "## Claims",
             "",
@@ -241,7 +245,9 @@ def write_scorecard(
         current_version=current_version,
     )
     summaries = profile_summaries(root)
-    text = render_scorecard(rows, used, impact_levels(root), current_version, summaries)
+    profiles = sorted({str(p) for p in used["profile"].dropna()}) if len(used) else []
+    world = world_lines(results_dir, profiles, root)
+    text = render_scorecard(rows, used, impact_levels(root), current_version, summaries, world)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, text)
     return out

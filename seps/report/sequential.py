@@ -63,6 +63,7 @@ __all__ = [
     "analyse",
     "analysis_log",
     "design_for",
+    "designs_for",
     "load_designs",
     "next_stage",
     "replay",
@@ -183,9 +184,16 @@ def load_designs(root: Path | None = None) -> dict[str, Design]:
     return {str(k): _design(str(k), v, str(path)) for k, v in doc["designs"].items()}
 
 
-def design_for(matrix: str, root: Path | None = None) -> Design | None:
-    """The design whose ``matrices`` name ``matrix`` (None: no design)."""
-    return next((d for d in load_designs(root).values() if matrix in d.matrices), None)
+def designs_for(matrix: str, root: Path | None = None) -> list[Design]:
+    """Every design whose ``matrices`` name ``matrix`` (one per world, in file order)."""
+    return [d for d in load_designs(root).values() if matrix in d.matrices]
+
+
+def design_for(matrix: str, root: Path | None = None, profile: str | None = None) -> Design | None:
+    """The design of ``matrix`` for the records of ``profile`` (any profile when None:
+    the first), or None."""
+    found = [d for d in designs_for(matrix, root) if profile is None or d.profile == profile]
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)

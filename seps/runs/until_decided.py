@@ -84,11 +84,12 @@ def run_until_decided(
     ``seeds`` for the runs ``only`` names (``seps-bench run``'s runner); ``here_cpu`` is
     this machine's CPU model. Returns 0 when the matrix has nothing left to run, 1 when
     a stage could not progress."""
-    design = design_for(matrix.name, root)
+    design = design_for(matrix.name, root, profile.name)
     if design is None:
         raise ValueError(
-            f"{matrix.name}: no sequential design names this matrix (sequential.yaml of the "
-            "ablation definitions); --until-decided needs one"
+            f"{matrix.name}: no sequential design names this matrix for profile "
+            f"{profile.name!r} (sequential.yaml of the ablation definitions); --until-decided "
+            "needs one"
         )
     previous: Stage | None = None
     while True:

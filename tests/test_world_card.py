@@ -1,0 +1,81 @@
+"""A world's card (seps.runs.world, seps.report.world_card): measured on the data a
+profile's runs train on, shown on every page beside Flickr30K's."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from seps.report.world_card import flickr30k_laps_rsum, load_card, world_lines
+from seps.runs.world import duplicate_share, measure_world, world_path
+
+
+def test_duplicate_share_counts_captions_that_caption_another_image_too():
+    caps = ["A red star .", "a  red star .", "A cat .", "A dog .", "A dog .", "A cow ."]
+    # images of 2 captions: (red star, red star), (cat, dog), (dog, cow): only the two
+    # dogs are shared across images; image 0's two stars are its own.
+    assert duplicate_share(caps, 2) == pytest.approx(2 / 6)
+
+
+def _card(results: Path, profile: str, bm25: float, noise: float) -> None:
+    path = world_path(results, profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draws = [
+        {"seed": s, "bm25_rsum": bm25 + s, "vocabulary_rsum": 300.0, "s_im_auc": 0.1,
+         "oracle_rsum": 500.0, "chance_rsum": 3.2, "duplicate_share": 0.02}
+        for s in (0, 1)
+    ]  # fmt: skip
+    f30k = {"bm25_rsum": 373.9, "duplicate_share": 0.005, "chance_rsum": 3.2}
+    card = {"profile": profile, "dense_noise": noise, "draws": draws, "flickr30k": f30k}
+    path.write_text(json.dumps(card))
+
+
+def _laps(results: Path, profile: str, rsums: list[float]) -> None:
+    from seps.io.store import SCHEMA
+
+    folder = results / "seven-differences"
+    folder.mkdir(parents=True, exist_ok=True)
+    for s, r in enumerate(rsums):
+        rec = {"schema": SCHEMA, "matrix": "seven-differences", "profile": profile,
+               "run_id": "laps", "seed": s, "status": "done", "started": 1.0,
+               "metrics": {"rsum": r}, "head_config": {}, "train_config": {}}  # fmt: skip
+        key = f"{len(profile):02d}{s:014x}"
+        (folder / f"laps-{key}-s{s}.json").write_text(json.dumps(rec))
+
+
+def test_two_worlds_side_by_side_with_their_ratios_to_laps_and_flickr30k(tmp_path):
+    _card(tmp_path, "standard", 240.0, 0.12)
+    _card(tmp_path, "standard-noisy", 140.0, 0.3)
+    _laps(tmp_path, "standard", [190.0, 190.0])
+    _laps(tmp_path, "standard-noisy", [190.0, 190.0])
+    text = "\n".join(world_lines(tmp_path, ["standard", "standard-noisy"]))
+    row = next(x for x in text.splitlines() if x.startswith("| BM25 / trained"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    laps = flickr30k_laps_rsum()
+    assert cells[1:] == [f"{240.5 / 190:.2f}", f"{140.5 / 190:.2f}", f"{373.9 / laps:.2f}"]
+    assert "dense noise 0.30" in text and "Flickr30K" in text
+    assert not math.isnan(laps)
+
+
+def test_a_world_without_a_card_says_how_to_measure_it(tmp_path):
+    text = "\n".join(world_lines(tmp_path, ["standard"]))
+    assert "seps-bench world --profile standard" in text
+    (tmp_path / "_worlds").mkdir()
+    (tmp_path / "_worlds" / "standard.json").write_text("{not json")
+    assert load_card(tmp_path, "standard") is None
+
+
+@pytest.mark.slow
+def test_measure_world_on_the_smoke_profile_writes_a_card_the_pages_read(tmp_path, monkeypatch):
+    from seps.experiments.definitions import load_profile
+
+    monkeypatch.chdir(tmp_path)
+    card = measure_world(load_profile("smoke"), [0], tmp_path / "results")
+    (draw,) = card["draws"]
+    assert draw["bm25_rsum"] > draw["chance_rsum"] > 0
+    assert 0.0 <= draw["duplicate_share"] <= 1.0
+    assert "s_im_auc" not in draw  # smoke has no pretrained build
+    assert load_card(tmp_path / "results", "smoke") == card
