@@ -313,3 +313,33 @@ def test_the_scorecard_words_a_designs_rows_with_its_decisions(store):
     assert "| supported" in row and "repeated interval" in row
     agg = next(line for line in text.splitlines() if "**aggregation**: `code+aggregation`" in line)
     assert "| bounded ±" in agg
+
+
+def test_two_worlds_designs_decide_their_own_rows_and_the_scorecard_sets_them_side_by_side(
+    store,
+):
+    from seps.report.scorecard import write_scorecard
+
+    doc = yaml.safe_load((store["root"] / "sequential.yaml").read_text())
+    doc["designs"]["noisy"] = {**doc["designs"]["both"], "profile": "standard-noisy"}
+    (store["root"] / "sequential.yaml").write_text(yaml.safe_dump(doc))
+    _fill(store, range(3, 12))
+    # the second world: the same runs, code+hrpa's effect reversed
+    for run in RUNS:
+        for seed in range(12):
+            rec = _record(run, seed)
+            rec["profile"] = "standard-noisy"
+            if run == "code+hrpa":
+                rec["metrics"]["rsum"] -= 2 * EFFECT["code+hrpa"]
+            name = run.replace("+", "-plus-")
+            path = store["results"] / "both-ways" / f"{name}-{'1' * 16}-s{seed}.json"
+            path.write_text(json.dumps(rec))
+    designs = load_designs(store["root"])
+    first, second = (analyse(designs[d], store["results"], store["root"]) for d in designs)
+    hrpa = {a.design.profile: a.families["hrpa"][0].final().mean for a in (first, second)}
+    assert hrpa["standard"] > 20 and hrpa["standard-noisy"] < -20
+    out = write_scorecard(store["results"], store["results"].parent / "sc.md", store["root"])
+    text = out.read_text()
+    side = text.split("## Worlds side by side", 1)[1]
+    row = next(line for line in side.splitlines() if "`code+hrpa` vs `code`" in line)
+    assert "supported (+" in row and "contradicted (-" in row and "**differ: sign**" in row

@@ -16,6 +16,7 @@ same bytes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -61,8 +62,10 @@ from .scorecard_sections import (
     leakage_lines,
     preamble,
 )
+from .sequential import load_designs
 from .sequential_verdicts import analyses, attach_sequential
 from .world_card import world_lines
+from .worlds_side import WorldVerdict, side_by_side_lines
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -121,6 +124,7 @@ def render_scorecard(
     current: str | None = None,
     summaries: Mapping[str, str] | None = None,
     world: Sequence[str] = (),
+    worlds: Sequence[str] = (),
 ) -> str:
     """The scorecard's markdown: ``rows`` (:func:`claim_rows` of every claim, in order):
     the controls first (:func:`controls_lines`), then the claims' rows, each judged in
@@ -130,18 +134,24 @@ def render_scorecard(
     ``large``), ``current`` this code's version (``None``: not compared; else the
     preamble states the records' against it and a stale page opens with a banner),
     ``summaries`` each profile's one-line summary (profiles.yaml) for the preamble,
-    ``world`` the world card of the profiles the rows read (:mod:`.world_card`)."""
+    ``world`` the world card of the profiles the rows read (:mod:`.world_card`),
+    ``worlds`` the worlds (profiles) whose verdicts are set side by side
+    (:mod:`.worlds_side`)."""
     levels = impacts or {}
     controls = controls_lines(rows)
     rows = paper_rows(rows)
     families = claim_families(rows)
     several = len({r.profile for r in rows if r.profile is not None}) > 1
     machines = len({r.machine for r in rows if r.machine is not None}) > 1
-    table, seen, notes = [], set(), Notes()
+    table, seen, notes, by_world = [], set(), Notes(), []
     for r in rows:
         seen.add(r.claim.id)
         family = families[r.claim.id]
         judged = judge_row(r, family, levels)
+        if r.profile is not None and r.variant is not None:
+            est = judged.tested.mean if judged.tested is not None else math.nan
+            key = (r.claim.id, r.matrix.name, r.baseline, r.variant)
+            by_world.append(WorldVerdict(key, r.profile, judged.verdict, est))
         table.append(
             [
                 claim_cell(r),
@@ -189,6 +199,7 @@ def render_scorecard(
             markdown_table(table, headers),
             "",
             *notes.lines(),
+            *side_by_side_lines(by_world, worlds),
             *claim_list(rows, levels),
             *leakage_lines(rows, families),
             *OTHER_REPORTS,
@@ -246,8 +257,12 @@ def write_scorecard(
     )
     summaries = profile_summaries(root)
     profiles = sorted({str(p) for p in used["profile"].dropna()}) if len(used) else []
-    world = world_lines(results_dir, profiles, root)
-    text = render_scorecard(rows, used, impact_levels(root), current_version, summaries, world)
+    # the worlds a sequential design decides count even before their first record
+    worlds = [*profiles, *sorted({d.profile for d in load_designs(root).values()} - set(profiles))]
+    world = world_lines(results_dir, worlds, root)
+    text = render_scorecard(
+        rows, used, impact_levels(root), current_version, summaries, world, worlds
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, text)
     return out

@@ -327,6 +327,16 @@ def _rows(design: Design, results: Path, root: Path | None) -> dict[str, list[Ro
     frames = {name: matrix_records(results, matrices[name]) for name in design.matrices}
     first = design.looks[0]
     early = {n: f[f["seed"] < first] if len(f) else f for n, f in frames.items()}
+    # A claim may also have rows in matrices the design does not read (the dense-world
+    # design reads dense_fusion's rows in seven-differences, not in seven-differences-query):
+    # those rows are skipped below, but claim_rows walks every matrix the claim names.
+    named = {n for c in by_id.values() if c.id in design.claims for n in c.matrices}
+    empty = {
+        n: matrix_records(results, matrices[n]).iloc[0:0]
+        for n in named - set(early)
+        if n in matrices
+    }
+    early = {**empty, **early}
     families: dict[str, list[RowResult]] = {}
     for cid in design.claims:
         claim = by_id[cid]

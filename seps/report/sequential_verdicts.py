@@ -43,12 +43,15 @@ def analyses(results: str | Path, root: Path | None = None) -> list[Analysis]:
 
 
 def attach_sequential(rows: Sequence[Row], replayed: Iterable[Analysis]) -> list[Row]:
-    """``rows`` with each row a design decides carrying its result (matched by matrix,
-    variant and baseline)."""
-    index = {(r.matrix, r.variant, r.baseline): r for a in replayed for r in a.rows()}
+    """``rows`` with each row a design decides carrying its result (matched by the
+    design's profile, matrix, variant and baseline: two worlds' designs decide rows of
+    the same names, each on its own profile's records)."""
+    index = {
+        (a.design.profile, r.matrix, r.variant, r.baseline): r for a in replayed for r in a.rows()
+    }
     out = []
     for row in rows:
-        hit = index.get((row.matrix.name, row.variant, row.baseline))
+        hit = index.get((row.profile, row.matrix.name, row.variant, row.baseline))
         out.append(replace(row, sequential=hit) if hit is not None else row)
     return out
 
