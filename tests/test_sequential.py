@@ -343,3 +343,12 @@ def test_two_worlds_designs_decide_their_own_rows_and_the_scorecard_sets_them_si
     side = text.split("## Worlds side by side", 1)[1]
     row = next(line for line in side.splitlines() if "`code+hrpa` vs `code`" in line)
     assert "supported (+" in row and "contradicted (-" in row and "**differ: sign**" in row
+
+
+def test_a_design_reading_some_of_a_claims_matrices_replays_without_the_others(tmp_path):
+    # dense-world reads dense_fusion's rows in seven-differences only; the claim also has
+    # rows in seven-differences-query, which the replay must walk past, not look up
+    design = load_designs()["dense-world"]
+    assert "seven-differences-query" not in design.matrices
+    analysis = analyse(design, tmp_path / "empty-store")
+    assert analysis.rows() == []
