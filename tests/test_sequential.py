@@ -352,3 +352,17 @@ def test_a_design_reading_some_of_a_claims_matrices_replays_without_the_others(t
     assert "seven-differences-query" not in design.matrices
     analysis = analyse(design, tmp_path / "empty-store")
     assert analysis.rows() == []
+
+
+def test_pages_hold_back_the_seeds_a_design_has_not_read_until_their_look(store):
+    from seps.report.looks import hold_to_looks
+    from seps.report.records import load_results
+
+    _fill(store, range(3, 5))  # look 1 is at 3 seeds; seeds 3-4 wait for look 2 (6)
+    records = load_results(store["results"], "both-ways")
+    kept, lines = hold_to_looks(records, "both-ways", store["results"], store["root"])
+    assert sorted(set(kept["seed"])) == [0, 1, 2]
+    assert "12 records of seeds 3, 4" in lines[0] and "the next at 6 seeds" in lines[0]
+    other = records.assign(profile="another-world")  # a profile no design reads
+    kept, lines = hold_to_looks(other, "both-ways", store["results"], store["root"])
+    assert len(kept) == len(other) and lines == []

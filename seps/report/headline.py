@@ -29,6 +29,7 @@ from ..versioning.version import check_versions
 from .controls import TITLE as CONTROLS_TITLE
 from .controls import controls_of, state_text
 from .differences import DIRECTIONS, difference_cells, difference_frozen, difference_rows
+from .looks import hold_to_looks
 from .paper import load_claims, load_paper_figures
 from .records import load_results
 from .render import ReportData
@@ -249,7 +250,8 @@ def headline_of(
     families = claim_families(rows)
     by_profile = counts_by_profile(rows, families, levels)
     matrix = load_matrix(DIFFERENCES_MATRIX, root)
-    data = ReportData.of(matrix, load_results(results_dir, matrix.name), root)
+    records = hold_to_looks(load_results(results_dir, matrix.name), matrix.name, results_dir, root)
+    data = ReportData.of(matrix, records[0], root)  # read as its report reads it (.looks)
     current = data.current
     card = list(used["code_version"]) if len(used) else []
     read = list(current["code_version"]) if len(current) else []

@@ -25,6 +25,7 @@ from .collapse import collapsed_lines, collapsed_runs, plot_collapsed
 from .compare import Comparison, Family, family_of
 from .differences import difference_comparisons, difference_section
 from .grid_plots import measured_text, plot_grid, plot_rho
+from .looks import hold_to_looks
 from .loss_study import loss_study_comparisons, loss_study_section
 from .paper import load_claims, load_paper_figures, paper_sections
 from .plots import plot_curves, plot_delta
@@ -307,7 +308,11 @@ def write_report(
     matrix = load_matrix(matrix_name, root)
     figures = load_paper_figures(root)
     claims = load_claims(root, figures)
-    data = ReportData.of(matrix, load_results(results_dir, matrix.name), root)
+    # a sequential design's matrix is read up to the seeds the design has read (.looks)
+    records, held = hold_to_looks(
+        load_results(results_dir, matrix.name), matrix.name, results_dir, root
+    )
+    data = ReportData.of(matrix, records, root)
     if len(data.current):
         check_versions(
             [None if pd.isna(v) else str(v) for v in _versioned(data.current)["code_version"]],
@@ -321,7 +326,7 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = _write_plots(data, out_dir, figures)
     collapse_plot = _write_collapse_plot(data, out_dir)
-    extra: list[str] = []
+    extra: list[str] = list(held)
     for name in matrix.sections:
         section = SECTIONS[name]
         where: dict[str, Any] = {"root": root} if section.needs_root else {}

@@ -30,6 +30,7 @@ from ..versioning.version import check_versions
 from .claims import ClaimError, load_claim_file
 from .compare import Family
 from .controls import TITLE, controls_section
+from .looks import hold_to_looks
 from .paper import load_claims as load_impacts
 from .paper import load_paper_figures
 from .scorecard_cells import (
@@ -285,6 +286,8 @@ def scorecard_inputs(
     ``allow_mixed_versions``."""
     claims, matrices = load_claim_file(claims_path, root)
     frames = {name: matrix_records(results_dir, m) for name, m in sorted(matrices.items())}
+    # seeds a sequential design has not read yet are not read here either (.looks)
+    frames = {n: hold_to_looks(f, n, results_dir, root)[0] for n, f in frames.items()}
     rows = [r for c in claims for r in claim_rows(c, matrices, frames)]
     # The rows a sequential design decides carry its replay (their verdict is the design's).
     rows = attach_sequential(rows, analyses(results_dir, root))

@@ -263,7 +263,8 @@ def plot_decisions(
     right.set_yticks(range(len(rows)), list(reversed(phrases)), fontsize=8)
     ax.set_xlabel("Δ rSum, the paper's choice minus the code's (repeated confidence interval)")
     ax.set_title(
-        f"{matrix}: each difference at the look its decision rests on "
+        # two lines: a long matrix name would push one line past the figure's edge
+        f"{matrix}: each difference at the look its decision rests on\n"
         "(shaded: the claimed size; filled: detected)",
         fontsize=10,
     )
