@@ -27,7 +27,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .store import RECORD_NAME, SCHEMA, RecordError, read_record, record_field_problem
+from .store import (
+    SCHEMA,
+    RecordError,
+    read_record,
+    record_field_problem,
+    scan_records,
+)
 
 __all__ = ["PIECE_BYTES", "STATUS_FIELDS", "read_fields", "scan_fields"]
 
@@ -146,20 +152,4 @@ def scan_fields(
     by name, ``(readable (path, fields) pairs, unreadable files)``; hidden files, records
     set aside as stale (``*.stale.json``) and JSON files that are not records and not
     named as records are left out, as there."""
-    good: list[tuple[Path, dict[str, Any]]] = []
-    bad: list[RecordError] = []
-    folder = Path(folder)
-    if not folder.is_dir():
-        return good, bad
-    for path in sorted(folder.glob("*.json")):
-        if path.name.startswith(".") or ".stale" in path.suffixes:
-            continue
-        try:
-            fields = read_fields(path, wanted)
-        except RecordError as exc:
-            if RECORD_NAME.match(path.name):
-                bad.append(exc)
-            continue
-        if fields is not None:
-            good.append((path, fields))
-    return good, bad
+    return scan_records(folder, read=lambda path: read_fields(path, wanted))

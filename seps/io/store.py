@@ -34,7 +34,7 @@ import re
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -241,9 +241,12 @@ def record_field_problem(rec: dict[str, Any]) -> str | None:
     return None
 
 
-def scan_records(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[RecordError]]:
+def scan_records(
+    folder: Path, read: Callable[[Path], dict[str, Any] | None] | None = None
+) -> tuple[list[tuple[Path, dict[str, Any]]], list[RecordError]]:
     """The records in ``folder``, sorted by name: ``(readable (path, record) pairs,
-    unreadable files as RecordError)``.
+    unreadable files as RecordError)``; ``read`` reads one file (default
+    :func:`read_record`; ``seps-bench status`` reads only a few fields).
 
     A file named as the runner names records (:data:`RECORD_NAME`) that cannot be read
     is unreadable; other ``*.json`` files (a user's notes) are read when they are
@@ -258,7 +261,7 @@ def scan_records(folder: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[
         if path.name.startswith(".") or ".stale" in path.suffixes:
             continue  # hidden, or a stale record set aside by ``run --rerun-stale``
         try:
-            rec = read_record(path)
+            rec = (read or read_record)(path)
         except RecordError as exc:
             if RECORD_NAME.match(path.name):
                 bad.append(exc)
