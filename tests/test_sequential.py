@@ -366,3 +366,28 @@ def test_pages_hold_back_the_seeds_a_design_has_not_read_until_their_look(store)
     other = records.assign(profile="another-world")  # a profile no design reads
     kept, lines = hold_to_looks(other, "both-ways", store["results"], store["root"])
     assert len(kept) == len(other) and lines == []
+
+
+def test_pages_hold_back_a_world_whose_design_has_not_taken_its_first_look(store):
+    # a new world with 2 seeds where its design's first look needs 3: a table over them
+    # would be an unplanned look too, so the page shows none of them and says so
+    from seps.report.looks import hold_to_looks
+    from seps.report.records import load_results
+
+    doc = yaml.safe_load((store["root"] / "sequential.yaml").read_text())
+    doc["designs"]["noisy"] = {**doc["designs"]["both"], "profile": "standard-noisy"}
+    (store["root"] / "sequential.yaml").write_text(yaml.safe_dump(doc))
+    for run in RUNS:
+        for seed in range(2):
+            rec = _record(run, seed)
+            rec["profile"] = "standard-noisy"
+            name = run.replace("+", "-plus-")
+            path = store["results"] / "both-ways" / f"{name}-{'1' * 16}-s{seed}.json"
+            path.write_text(json.dumps(rec))
+    records = load_results(store["results"], "both-ways")
+    kept, lines = hold_to_looks(records, "both-ways", store["results"], store["root"])
+    assert set(kept["profile"]) == {"standard"} and sorted(set(kept["seed"])) == [0, 1, 2]
+    text = " ".join(lines)
+    assert "12 records of seeds 0, 1 (profile `standard-noisy`)" in text
+    assert "has read 0 seeds" in text and "the next at 3 seeds" in text
+    assert "show none of them" in text

@@ -6,7 +6,8 @@ some of the next look's seeds. A fixed-sample table or plot over every stored se
 be a look the design did not plan, with uncorrected verdicts on the very rows the design
 decides (a reader would see ``higher *`` at 8 seeds beside ``open`` at 5). So a page
 reads a design's matrix, for the design's profile, only up to the seeds the design has
-read (the most seeds any of its rows was analysed with, :func:`seeds_read`), and says
+read (the most seeds any of its rows was analysed with, :func:`seeds_read`; none before
+its first look), and says
 how many records it holds back until their look (:func:`hold_to_looks`). The design's
 own section replays the whole store, as ``seps-bench sequential`` does.
 """
@@ -39,9 +40,10 @@ def hold_to_looks(
     keep = pd.Series(True, index=records.index)
     lines: list[str] = []
     for design in designs_for(matrix, root):
-        n = seeds_read(analyse(design, results, root))
-        if n is None:
-            continue
+        # None: no row has had its first look (fewer seeds than the first look needs, as
+        # in a new world): every seed is held back, since a table over 3 seeds would be
+        # as much an unplanned look as one over 8.
+        n = seeds_read(analyse(design, results, root)) or 0
         seed = pd.to_numeric(records["seed"], errors="coerce")
         late = (records["profile"] == design.profile) & (seed >= n)
         if not late.any():
@@ -50,11 +52,12 @@ def hold_to_looks(
         seeds = ", ".join(str(s) for s in sorted({int(s) for s in seed[late]}))
         nxt = next((k for k in design.looks if k > n), None)
         when = f"the next at {nxt} seeds" if nxt is not None else "no look is left"
+        stop = f"stop at seed {n - 1}" if n else "show none of them"
         lines += [
             f"**Held back until their look:** {int(late.sum())} records of seeds {seeds} "
             f"(profile `{design.profile}`). The sequential design `{design.name}` has read "
             f"{n} seeds and reads a row's seeds only at its looks ({when}), so this page's "
-            f"fixed-sample tables and plots stop at seed {n - 1}; the design's decisions "
+            f"fixed-sample tables and plots {stop}; the design's decisions "
             "read the whole store.",
             "",
         ]
