@@ -79,3 +79,41 @@ def test_measure_world_on_the_smoke_profile_writes_a_card_the_pages_read(tmp_pat
     assert 0.0 <= draw["duplicate_share"] <= 1.0
     assert "s_im_auc" not in draw  # smoke has no pretrained build
     assert load_card(tmp_path / "results", "smoke") == card
+
+
+def test_laps_with_the_same_bits_in_both_worlds_is_reported_as_the_control_holding(tmp_path):
+    from seps.report.world_control import control_lines
+
+    _laps(tmp_path, "standard", [190.0, 185.5, 188.0])
+    _laps(tmp_path, "standard-noisy", [190.0, 185.5])  # seed 2 not run there yet
+    text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert "**same bits** at seeds 0, 1 (2 of 2)" in text
+
+
+def test_laps_that_changes_between_worlds_voids_their_comparison(tmp_path):
+    from seps.report.world_control import control_lines
+
+    _laps(tmp_path, "standard", [190.0, 185.5])
+    _laps(tmp_path, "standard-noisy", [190.0, 185.25])
+    text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert "**differ** at seeds 1 of 0, 1" in text and "metrics.rsum: 185.5 vs 185.25" in text
+    assert "comparison is void" in text
+
+
+def test_the_world_control_waits_for_a_seed_both_worlds_hold(tmp_path):
+    from seps.report.world_control import control_lines
+
+    _laps(tmp_path, "standard", [190.0])
+    assert control_lines(tmp_path, ["standard"]) == []
+    text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert "not compared yet" in text
+
+
+def test_the_world_card_carries_the_laps_control_below_it(tmp_path):
+    _card(tmp_path, "standard", 240.0, 0.12)
+    _card(tmp_path, "standard-noisy", 140.0, 0.3)
+    _laps(tmp_path, "standard", [190.0, 190.0])
+    _laps(tmp_path, "standard-noisy", [190.0, 190.0])
+    text = "\n".join(world_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert text.index("| BM25 / trained") < text.index("**Control:** `laps`")
+    assert "**same bits** at seeds 0, 1 (2 of 2)" in text

@@ -7,7 +7,8 @@ cards of the worlds a page reads side by side, with the ratio of each text-only 
 to the world's trained ``laps`` (its records' mean rSum over the seeds the card
 measured), and Flickr30K's figures where one exists: its text measures are measured on
 the real captions (``../shared/data/f30k``), LAPS' rSum is the paper's reported one.
-A world without a card says how to make it.
+A world without a card says how to make it. Below the card, the control that every
+second world carries (:mod:`.world_control`: ``laps`` has the same bits in each).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..io.formatting import DASH, code, fmt, markdown_table
+from .world_control import control_lines
 
 __all__ = ["flickr30k_laps_rsum", "load_card", "world_lines"]
 
@@ -148,6 +150,7 @@ def world_lines(
             markdown_table(rows, headers),
             "",
         ]
+    lines += control_lines(results, [p for p in profiles if p not in missing])
     for profile in missing:
         lines += [
             f"No card of world {code(profile)} yet: `seps-bench world --profile {profile}` "
