@@ -43,7 +43,7 @@ def test_no_shared_row_says_so_and_one_world_shows_nothing():
     rows = [v("standard", "supported", 10.0)]
     assert side_by_side_lines(rows, ["standard"]) == []
     text = "\n".join(side_by_side_lines(rows, ["standard", "standard-noisy"]))
-    assert "No claim row has records in more than one world yet" in text
+    assert "No claim row has been judged in more than one world yet" in text
 
 
 def test_a_verdict_without_a_test_shows_no_estimate():

@@ -73,8 +73,10 @@ def side_by_side_lines(verdicts: Sequence[WorldVerdict], worlds: Sequence[str]) 
     if not shared:
         return [
             *lines,
-            f"No claim row has records in more than one world yet ({names}; "
-            "docs/worlds.md says which rows the second world measures and how to run them).",
+            f"No claim row has been judged in more than one world yet ({names}). A "
+            "world's rows are judged from its sequential design's first look; until then "
+            "the matrix reports hold its records back and say how many (docs/worlds.md "
+            "says which rows the second world measures and how to run them).",
             "",
         ]
     table, flagged = [], 0
