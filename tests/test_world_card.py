@@ -46,12 +46,17 @@ def _laps(results: Path, profile: str, rsums: list[float]) -> None:
         (folder / f"laps-{key}-s{s}.json").write_text(json.dumps(rec))
 
 
+def _two_worlds(results: Path) -> str:
+    """The card of two worlds whose laps score 190 at seeds 0 and 1 in both."""
+    _card(results, "standard", 240.0, 0.12)
+    _card(results, "standard-noisy", 140.0, 0.3)
+    _laps(results, "standard", [190.0, 190.0])
+    _laps(results, "standard-noisy", [190.0, 190.0])
+    return "\n".join(world_lines(results, ["standard", "standard-noisy"]))
+
+
 def test_two_worlds_side_by_side_with_their_ratios_to_laps_and_flickr30k(tmp_path):
-    _card(tmp_path, "standard", 240.0, 0.12)
-    _card(tmp_path, "standard-noisy", 140.0, 0.3)
-    _laps(tmp_path, "standard", [190.0, 190.0])
-    _laps(tmp_path, "standard-noisy", [190.0, 190.0])
-    text = "\n".join(world_lines(tmp_path, ["standard", "standard-noisy"]))
+    text = _two_worlds(tmp_path)
     row = next(x for x in text.splitlines() if x.startswith("| BM25 / trained"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     laps = flickr30k_laps_rsum()
@@ -110,10 +115,6 @@ def test_the_world_control_waits_for_a_seed_both_worlds_hold(tmp_path):
 
 
 def test_the_world_card_carries_the_laps_control_below_it(tmp_path):
-    _card(tmp_path, "standard", 240.0, 0.12)
-    _card(tmp_path, "standard-noisy", 140.0, 0.3)
-    _laps(tmp_path, "standard", [190.0, 190.0])
-    _laps(tmp_path, "standard-noisy", [190.0, 190.0])
-    text = "\n".join(world_lines(tmp_path, ["standard", "standard-noisy"]))
+    text = _two_worlds(tmp_path)
     assert text.index("| BM25 / trained") < text.index("**Control:** `laps`")
     assert "**same bits** at seeds 0, 1 (2 of 2)" in text

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..io.formatting import DASH, code, fmt, markdown_table
-from .world_control import control_lines
+from .world_control import LAPS_MATRIX, control_lines
 
 __all__ = ["flickr30k_laps_rsum", "load_card", "world_lines"]
 
@@ -95,11 +95,6 @@ def _column(card: Mapping[str, Any], laps: float) -> dict[str, float]:
         if f"{name}_rsum" in out and laps > 0:
             out[f"{name}_ratio"] = out[f"{name}_rsum"] / laps
     return out
-
-
-#: The matrix whose ``laps`` records are each world's trained ``laps`` (both worlds run
-#: it, on one CPU type).
-LAPS_MATRIX = "seven-differences"
 
 
 def world_lines(

@@ -21,18 +21,19 @@ from ..io.formatting import code
 from ..io.store import RecordError, read_record
 from .same_bits import Pair, compare_records
 
-__all__ = ["REFERENCE_RUN", "compare_worlds", "control_lines"]
+__all__ = ["LAPS_MATRIX", "REFERENCE_RUN", "compare_worlds", "control_lines"]
 
-#: The run that reads no dense caption, and the matrix whose records hold it in every world.
+#: The run that reads no dense caption, and the matrix whose records hold it in every
+#: world (both worlds run it, on one CPU type; the card's ratios read it too).
 REFERENCE_RUN = "laps"
-MATRIX = "seven-differences"
+LAPS_MATRIX = "seven-differences"
 
 
 def _laps_records(results: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """(profile, seed) -> the finished ``laps`` record of :data:`MATRIX` (the file
+    """(profile, seed) -> the finished ``laps`` record of :data:`LAPS_MATRIX` (the file
     names start with the run's slug, so only those files are read)."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in sorted((Path(results) / MATRIX).glob(f"{REFERENCE_RUN}-*.json")):
+    for path in sorted((Path(results) / LAPS_MATRIX).glob(f"{REFERENCE_RUN}-*.json")):
         try:
             rec = read_record(path)
         except RecordError:
