@@ -33,16 +33,31 @@ def _card(results: Path, profile: str, bm25: float, noise: float) -> None:
     path.write_text(json.dumps(card))
 
 
-def _laps(results: Path, profile: str, rsums: list[float]) -> None:
+def _laps(
+    results: Path,
+    profile: str,
+    rsums: list[float],
+    cpu: str | None = None,
+    matrix: str = "seven-differences",
+) -> None:
+    """``laps`` records of ``profile`` at seeds 0, 1, ...; with ``cpu``, stamped with that
+    CPU model on the portable float path (a record's key depends only on profile and
+    seed, as a real key depends only on the configs)."""
     from seps.io.store import SCHEMA
 
-    folder = results / "seven-differences"
+    folder = results / matrix
     folder.mkdir(parents=True, exist_ok=True)
     for s, r in enumerate(rsums):
-        rec = {"schema": SCHEMA, "matrix": "seven-differences", "profile": profile,
+        key = f"{len(profile):02d}{s:014x}"
+        rec = {"schema": SCHEMA, "matrix": matrix, "profile": profile, "key": key,
                "run_id": "laps", "seed": s, "status": "done", "started": 1.0,
                "metrics": {"rsum": r}, "head_config": {}, "train_config": {}}  # fmt: skip
-        key = f"{len(profile):02d}{s:014x}"
+        if cpu:
+            overrides = {"SEPS_FLOAT_PATH": "portable", "ATEN_CPU_CAPABILITY": "avx2",
+                         "MKL_CBWR": "COMPATIBLE,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                         "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}  # fmt: skip
+            levels = {"torch_capability": "AVX2", "numpy_dispatch": ["X86_V3"]}
+            rec["environment"] = {"cpu": {"model": cpu, **levels, "overrides": overrides}}
         (folder / f"laps-{key}-s{s}.json").write_text(json.dumps(rec))
 
 
@@ -102,6 +117,35 @@ def test_laps_that_changes_between_worlds_voids_their_comparison(tmp_path):
     _laps(tmp_path, "standard-noisy", [190.0, 185.25])
     text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
     assert "**differ** at seeds 1 of 0, 1" in text and "metrics.rsum: 185.5 vs 185.25" in text
+    assert "comparison is void" in text
+
+
+def test_the_world_control_compares_laps_on_one_cpu_type_using_any_matrix_of_the_same_key(
+    tmp_path,
+):
+    from seps.report.world_control import control_lines
+
+    # The first world: seeds 0-1 on an Intel CPU; seed 0 also on an AMD CPU in controls
+    # (same key: the same training), with other bits, as two CPU types give.
+    _laps(tmp_path, "standard", [190.0, 185.5], cpu="Intel Xeon")
+    _laps(tmp_path, "standard", [201.25], cpu="AMD EPYC", matrix="controls")
+    # The second world on the AMD CPU: seed 0 matches the controls record; seed 1 has no
+    # first-world record on AMD and is not compared, not called a difference.
+    _laps(tmp_path, "standard-noisy", [201.25, 170.0], cpu="AMD EPYC")
+    text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert "**same bits** at seeds 0 (1 of 1)" in text
+    assert "not compared at seeds 1" in text and "(Intel Xeon)" in text
+    assert "void" not in text
+
+
+def test_laps_that_changes_on_the_same_cpu_type_voids_the_comparison(tmp_path):
+    from seps.report.world_control import control_lines
+
+    _laps(tmp_path, "standard", [190.0], cpu="Intel Xeon")
+    _laps(tmp_path, "standard", [201.25], cpu="AMD EPYC", matrix="controls")
+    _laps(tmp_path, "standard-noisy", [201.5], cpu="AMD EPYC")
+    text = "\n".join(control_lines(tmp_path, ["standard", "standard-noisy"]))
+    assert "**differ** at seeds 0 of 0" in text and "201.25 vs 201.5" in text
     assert "comparison is void" in text
 
 
