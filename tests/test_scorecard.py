@@ -424,6 +424,25 @@ def test_rows_name_their_records_cpu_when_the_scorecard_spans_two_cpu_types(env)
     assert rows["flat"][PROTOCOL].endswith("; AMD EPYC"), rows["flat"][PROTOCOL]
 
 
+def test_a_world_that_ran_some_runs_gets_rows_only_for_the_pairs_it_measured(env):
+    # A second profile (world) with records of `base` and `up` only: the claims pairing
+    # `up` with `base` get a row in it; those pairing `base` with runs it did not make
+    # (`noise`, `down`) do not get a row "no record of ..." there.
+    folder = env["results"] / "mini"
+    for run in ("base", "up"):
+        for s in SEEDS:
+            rec = {**_record(run, s), "profile": "standard-noisy", "key": f"n-{run}"}
+            (folder / f"{run}-n-{run}-s{s}.json").write_text(json.dumps(rec, sort_keys=True))
+    text = write_scorecard(env["results"], env["out"], env["root"]).read_text()
+    table = text.split("\n## Claims\n")[1]
+    noisy = [line for line in table.splitlines() if "profile `standard-noisy`" in line]
+    claims = sorted({line.split("**")[1] for line in noisy if line.startswith("| **")})
+    assert claims == ["best", "leak", "rises"], claims
+    assert not any("no record of" in line for line in noisy)
+    # The first profile keeps its row that names what is missing.
+    assert _rows(text)["unrun"][MEASURED] == "— (no record of `ghost`)"
+
+
 def test_scorecard_regenerates_byte_identically(env, tmp_path):
     first = write_scorecard(env["results"], env["out"], env["root"]).read_bytes()
     # Its own file is overwritten; elsewhere, from a copy of the store, the same bytes.

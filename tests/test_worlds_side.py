@@ -23,6 +23,22 @@ def test_verdicts_of_different_kinds_are_flagged_as_decision():
 def test_the_same_kind_and_sign_agree():
     assert disagreement(v("a", "supported", 12.0), v("b", "supported; larger", 30.0)) == ""
     assert disagreement(v("a", "open (look 1 of the design)", 3.0), v("b", "open", -2.0)) == ""
+    both = [v("a", "supported", 12.0), v("b", "supported; larger", 30.0)]
+    assert "| agree " in "\n".join(side_by_side_lines(both, ["a", "b"]))
+
+
+def test_a_row_undecided_in_a_world_has_not_disagreed_yet():
+    # A fixed sample's "no stated size" and a design's "open" are one state, not two answers.
+    a, b = v("standard", "not detected (no stated size)", 5.1), v("standard-noisy", "open", 2.0)
+    assert disagreement(a, b) == ""
+    assert disagreement(v("standard", "supported", 12.0), b) == ""
+    text = "\n".join(side_by_side_lines([a, b], ["standard", "standard-noisy"]))
+    assert "**0 of 1 differ**, 1 not yet decided in every world" in text
+    assert "| undecided in both" in text
+    text = "\n".join(
+        side_by_side_lines([v("standard", "supported", 9.0), b], ["standard", "standard-noisy"])
+    )
+    assert "| undecided in `standard-noisy`" in text
 
 
 def test_rows_in_one_world_only_are_left_out_and_shared_rows_are_counted():
@@ -49,4 +65,4 @@ def test_no_shared_row_says_so_and_one_world_shows_nothing():
 def test_a_verdict_without_a_test_shows_no_estimate():
     rows = [v("a", "not enough seeds", math.nan), v("b", "not enough seeds", math.nan)]
     text = "\n".join(side_by_side_lines(rows, ["a", "b"]))
-    assert "| not enough seeds " in text and "agree" in text
+    assert "| not enough seeds " in text and "| undecided in both" in text

@@ -111,6 +111,23 @@ def _profiles(frame: pd.DataFrame, runs: Iterable[str]) -> list[str | None]:
     return sorted({str(p) for p in found}) or [None]
 
 
+def _pair_profiles(frame: pd.DataFrame, baseline: str, variant: str) -> list[str | None]:
+    """The profiles a pair's row is judged in: those with records of both runs; when no
+    profile has both, those with a record of the variant, else the first (sorted) with
+    one of the baseline (one row, naming what is missing), else ``[None]``. A world that
+    runs only some of a matrix's runs (the second world runs the dense rows) so gets
+    rows for the pairs it measured, not a row "no record of ..." for every pair whose
+    baseline it happens to share."""
+    if frame.empty:
+        return [None]
+    runs = frame[["profile", "run_id"]].dropna()
+    has = {
+        run: {str(p) for p in runs[runs["run_id"] == run]["profile"]} for run in (baseline, variant)
+    }
+    both = has[baseline] & has[variant]
+    return sorted(both or has[variant]) or sorted(has[baseline])[:1] or [None]
+
+
 def _observed(protocol: str, variant: Mapping[int, Any], baseline: Mapping[int, Any]) -> str | None:
     """The records' evaluation protocols when they are not the claimed ``protocol`` (one
     name for both sides, or ``A vs B``: the variant's, then the baseline's)."""
@@ -277,7 +294,7 @@ def claim_rows(
             continue
         for pair in claim.pairs:
             for variant in pair.variants:
-                for profile in _profiles(frame, (pair.baseline, variant)):
+                for profile in _pair_profiles(frame, pair.baseline, variant):
                     row = _effect_row(claim, m, protocol, frame, profile, pair.baseline, variant)
                     if claim.group is not None:
                         cells, missing = _group_cells(claim, frame, profile)

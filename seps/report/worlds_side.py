@@ -8,9 +8,13 @@ verdicts next to each other and flags a disagreement:
 
 - ``sign``: detected in two worlds (``supported`` or ``contradicted``) with opposite
   estimates;
-- ``decision``: the verdicts are of different kinds (detected in one, bounded or open in
-  another...), which may be power as well as the world: the note says which verdicts;
-- nothing when they agree.
+- ``decision``: both worlds decided the row (:data:`DECIDED`: detected, bounded, shown
+  equivalent or identical, or not detected by a test powered for the claim) and the
+  decisions are of different kinds, which may be power as well as the world;
+- nothing otherwise. A row still undecided in a world (open, underpowered, not detected
+  with no stated size, ...) has not disagreed yet: its last column says where it is
+  undecided, since a sequential design's ``open`` and a fixed sample's ``underpowered``
+  are the same state reached by two analyses, not two answers.
 
 A row measured in one world only is left out (the claims table has it).
 """
@@ -22,11 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..io.formatting import code, fmt, markdown_table
-from .verdicts import verdict_kind
+from .verdicts import EQUIVALENT, IDENTICAL, NOT_DETECTED, verdict_kind
 
 __all__ = ["WorldVerdict", "disagreement", "side_by_side_lines"]
 
 DETECTED = ("supported", "contradicted")
+#: Verdict kinds that are a decision about the row (the rest are still undecided).
+DECIDED = (*DETECTED, EQUIVALENT, NOT_DETECTED, "bounded", IDENTICAL)
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,11 @@ def disagreement(a: WorldVerdict, b: WorldVerdict) -> str:
     ka, kb = verdict_kind(a.verdict), verdict_kind(b.verdict)
     if ka in DETECTED and kb in DETECTED and a.estimate * b.estimate < 0:
         return "sign"
-    return "decision" if ka != kb else ""
+    return "decision" if ka != kb and ka in DECIDED and kb in DECIDED else ""
+
+
+def _undecided(present: Sequence[WorldVerdict]) -> list[str]:
+    return [v.profile for v in present if verdict_kind(v.verdict) not in DECIDED]
 
 
 def _cell(v: WorldVerdict | None) -> str:
@@ -79,21 +89,33 @@ def side_by_side_lines(verdicts: Sequence[WorldVerdict], worlds: Sequence[str]) 
             "says which rows the second world measures and how to run them).",
             "",
         ]
-    table, flagged = [], 0
+    table, flagged, pending = [], 0, 0
     for (claim, matrix, baseline, variant), d in shared.items():
         present = [d[w] for w in worlds if w in d]
         flags = {disagreement(present[0], other) for other in present[1:]} - {""}
         flag = "sign" if "sign" in flags else ("decision" if flags else "")
+        undecided = _undecided(present)
         flagged += bool(flag)
+        pending += bool(undecided) and not flag
+        if flag:
+            state = f"**differ: {flag}**"
+        elif undecided:
+            state = "undecided in " + (
+                "both" if len(undecided) == len(present) else ", ".join(map(code, undecided))
+            )
+        else:
+            state = "agree"
         row = [f"{code(claim)}: {code(variant)} vs {code(baseline)} ({matrix})"]
         row += [_cell(d.get(w)) for w in worlds]
-        table.append([*row, f"**differ: {flag}**" if flag else "agree"])
+        table.append([*row, state])
     return [
         *lines,
         f"The rows measured in more than one world ({names}), each judged in its own "
-        f"world: **{flagged} of {len(shared)} differ**. `sign`: detected in both, with "
-        "opposite signs; `decision`: verdicts of different kinds (which can be power as "
-        "well as the world).",
+        f"world: **{flagged} of {len(shared)} differ**, {pending} not yet decided in every "
+        "world. `sign`: detected in both, with opposite signs; `decision`: decided in "
+        "both, with decisions of different kinds (which can be power as well as the "
+        "world); a row undecided in a world (open, underpowered, no stated size) has not "
+        "disagreed yet.",
         "",
         markdown_table(table, ["row", *worlds, "worlds"]),
         "",
