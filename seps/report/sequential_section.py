@@ -264,8 +264,8 @@ def plot_decisions(
     ax.set_xlabel("Δ rSum, the paper's choice minus the code's (repeated confidence interval)")
     ax.set_title(
         # two lines: a long matrix name would push one line past the figure's edge
-        f"{matrix}: each difference at the look its decision rests on\n"
-        "(shaded: the claimed size; filled: detected)",
+        f"{matrix}, world {d.profile} (design {d.name}): each difference at the look "
+        "its decision rests on\n(shaded: the claimed size; filled: detected)",
         fontsize=10,
     )
     ax.grid(axis="x", alpha=0.3)
