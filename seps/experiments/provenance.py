@@ -46,6 +46,7 @@ __all__ = [
     "here_bits_key",
     "pretrain_fingerprint",
     "record_bits_key",
+    "record_cpu_model",
     "resume_warning",
     "stamp",
 ]
@@ -247,6 +248,13 @@ _NOT_COMPARED = "not compared"
 def _cpu_of(record: dict[str, Any]) -> dict[str, Any] | None:
     env = record.get("environment")
     return env.get("cpu") if isinstance(env, dict) else None
+
+
+def record_cpu_model(record: dict[str, Any]) -> str:
+    """The CPU model that made ``record`` (its ``environment.cpu.model``), or ``CPU not
+    recorded`` for a record made before the runner stamped it."""
+    cpu = _cpu_of(record)
+    return str(cpu.get("model")) if isinstance(cpu, dict) else "CPU not recorded"
 
 
 def pretrain_fingerprint(folder: str | Path | None) -> str | None:

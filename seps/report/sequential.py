@@ -41,6 +41,7 @@ from typing import Any
 
 from ..experiments.definition_checks import read_yaml_file
 from ..experiments.definitions import default_root
+from ..experiments.provenance import record_cpu_model
 from ..stats.group_sequential import (
     SHAPES,
     LookStat,
@@ -269,12 +270,6 @@ class Analysis:
         return [r for rows in self.families.values() for r in rows]
 
 
-def _cpu(rec: Mapping[str, Any]) -> str:
-    env = rec.get("environment") or {}
-    cpu = env.get("cpu") if isinstance(env, Mapping) else None
-    return str(cpu.get("model")) if isinstance(cpu, Mapping) else "CPU not recorded"
-
-
 def _build(rec: Mapping[str, Any], seed: int) -> str:
     train = rec.get("train_config") or {}
     builds = int(train.get("pretrain_builds") or 1)
@@ -286,7 +281,7 @@ def _pairs(
 ) -> list[SeedPair]:
     out = []
     for s in sorted(set(var) & set(ref)):
-        cpu_v, cpu_r = _cpu(var[s]), _cpu(ref[s])
+        cpu_v, cpu_r = record_cpu_model(var[s]), record_cpu_model(ref[s])
         if cpu_v != cpu_r:
             raise ValueError(
                 f"{key}: seed {s}: the two records were made on different CPU types "

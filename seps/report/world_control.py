@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..experiments.provenance import record_bits_key
+from ..experiments.provenance import record_bits_key, record_cpu_model
 from ..io.formatting import code
 from ..io.store import RecordError, read_record
 from .same_bits import Pair, compare_records
@@ -43,15 +43,10 @@ LAPS_MATRIX = "seven-differences"
 class WorldControl:
     """One later world against the first: ``pairs`` (one per seed compared, named
     ``s<seed>``) and the seeds whose ``laps`` the first world holds only from another
-    CPU type (``other_cpu``: seed -> that world's CPU label), which are not compared."""
+    CPU type (``other_cpu``: seed -> that record's CPU model), which are not compared."""
 
     pairs: list[Pair] = field(default_factory=list)
     other_cpu: dict[int, str] = field(default_factory=dict)
-
-
-def _cpu_model(rec: dict[str, Any]) -> str:
-    cpu = (rec.get("environment") or {}).get("cpu") or {}
-    return str(cpu.get("model") or "a CPU not recorded")
 
 
 def _laps_records(results: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -93,7 +88,7 @@ def compare_worlds(results: str | Path, worlds: Sequence[str]) -> dict[str, Worl
             ]  # fmt: skip
             match = next((r for r in twins if _same_cpu(ours, r)), None)
             if match is None:
-                control.other_cpu[seed] = _cpu_model(theirs)
+                control.other_cpu[seed] = record_cpu_model(theirs)
             else:
                 control.pairs.append(compare_records(f"s{seed}", match, ours))
         out[world] = control

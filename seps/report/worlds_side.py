@@ -101,7 +101,9 @@ def side_by_side_lines(verdicts: Sequence[WorldVerdict], worlds: Sequence[str]) 
             state = f"**differ: {flag}**"
         elif undecided:
             state = "undecided in " + (
-                "both" if len(undecided) == len(present) else ", ".join(map(code, undecided))
+                ("both" if len(present) == 2 else "every world")
+                if len(undecided) == len(present)
+                else ", ".join(map(code, undecided))
             )
         else:
             state = "agree"
