@@ -27,6 +27,7 @@ import functools
 import hashlib
 import os
 import platform
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -245,16 +246,20 @@ def _weights_of(record: dict[str, Any], pretrain: str | None) -> str | None:
 _NOT_COMPARED = "not compared"
 
 
-def _cpu_of(record: dict[str, Any]) -> dict[str, Any] | None:
+def _cpu_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
     env = record.get("environment")
-    return env.get("cpu") if isinstance(env, dict) else None
+    return env.get("cpu") if isinstance(env, Mapping) else None
 
 
-def record_cpu_model(record: dict[str, Any]) -> str:
-    """The CPU model that made ``record`` (its ``environment.cpu.model``), or ``CPU not
-    recorded`` for a record made before the runner stamped it."""
+#: What :func:`record_cpu_model` names for a record made before the runner stamped its CPU.
+NO_CPU = "CPU not recorded"
+
+
+def record_cpu_model(record: Mapping[str, Any]) -> str:
+    """The CPU model that made ``record`` (its ``environment.cpu.model``), or
+    :data:`NO_CPU` for a record made before the runner stamped it."""
     cpu = _cpu_of(record)
-    return str(cpu.get("model")) if isinstance(cpu, dict) else "CPU not recorded"
+    return str(cpu.get("model")) if isinstance(cpu, Mapping) else NO_CPU
 
 
 def pretrain_fingerprint(folder: str | Path | None) -> str | None:

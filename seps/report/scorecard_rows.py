@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..experiments.definitions import Matrix
+from ..experiments.provenance import record_cpu_model
 from ..io.formatting import code
 from ..stats.paired import mean_ci
 from .bimodal import Split, bimodal_sides
@@ -70,20 +71,11 @@ class Row:
     sequential: Any = None
 
 
-#: A record made before the runner stamped its CPU.
-NO_CPU = "CPU not recorded"
-
-
 def _machines(sides: Iterable[Mapping[int, Mapping[str, Any]]]) -> str | None:
     """The CPU models (``environment.cpu.model``) of the records of ``sides``, joined
     with `` + `` when several (a row whose sides come from two CPU types, whose
     difference then holds the machines' own); ``None`` without records."""
-    models = set()
-    for side in sides:
-        for rec in side.values():
-            env = rec.get("environment")
-            cpu = env.get("cpu") if isinstance(env, Mapping) else None
-            models.add(str(cpu.get("model")) if isinstance(cpu, Mapping) else NO_CPU)
+    models = {record_cpu_model(rec) for side in sides for rec in side.values()}
     return " + ".join(sorted(models)) or None
 
 
